@@ -1,0 +1,66 @@
+//! The one error type of the library. Every failure a user can cause (a bad
+//! file, a bad flag, a missing GPU feature) becomes one of these variants with a
+//! message that says what was wrong and, where it helps, what to do.
+
+use std::fmt;
+
+/// Everything that can go wrong in glmw. The CLI turns it into one line on
+/// stderr and a non-zero exit code; the library never panics on user input.
+#[derive(Debug)]
+pub enum Error {
+    /// Reading or writing a file failed.
+    Io { path: String, source: std::io::Error },
+    /// A GGUF file is malformed. `offset` is the byte offset where the problem
+    /// was found.
+    Gguf { offset: u64, msg: String },
+    /// The file is well formed but describes something glmw does not run
+    /// (another architecture, an unsupported quant type or shape).
+    Unsupported(String),
+    /// Model hyperparameters or tensors are inconsistent.
+    Model(String),
+    /// Tokenizer construction or use failed.
+    Tokenizer(String),
+    /// A caller passed an invalid argument (bad flag value, bad token id).
+    InvalidArgument(String),
+    /// The context window is full.
+    ContextFull { n_ctx: usize },
+    /// No usable GPU adapter, a missing feature, or a device error.
+    Gpu(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn gguf(offset: u64, msg: impl Into<String>) -> Self {
+        Error::Gguf { offset, msg: msg.into() }
+    }
+    pub(crate) fn io(path: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "{path}: {source}"),
+            Error::Gguf { offset, msg } => write!(f, "malformed GGUF at byte {offset}: {msg}"),
+            Error::Unsupported(m) => write!(f, "unsupported: {m}"),
+            Error::Model(m) => write!(f, "invalid model: {m}"),
+            Error::Tokenizer(m) => write!(f, "tokenizer: {m}"),
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::ContextFull { n_ctx } => {
+                write!(f, "context is full ({n_ctx} tokens); use a larger --ctx or start over")
+            }
+            Error::Gpu(m) => write!(f, "gpu: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The `glmw` binary end to end: synth, info, tokenize, logits, and clean
+//! one-line errors for bad input.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn glmw(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glmw")).args(args).output().expect("run glmw")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn synth_info_tokenize_logits() {
+    let dir = common::temp_dir("cli");
+    let model = dir.join("tiny.gguf");
+    let m = model.to_str().unwrap();
+    let o = glmw(&["synth", "--preset", "tiny", "-o", m, "--seed", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let o = glmw(&["info", m, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j = stdout(&o);
+    for needle in ["\"architecture\":\"deepseek2\"", "\"n_layer\":3", "\"gating\":\"sigmoid\"", "\"Q4_0\":{", "\"Q6_K\":{", "\"n_tokens\":512"] {
+        assert!(j.contains(needle), "{needle} not in {j}");
+    }
+    let o = glmw(&["info", m]);
+    assert!(stdout(&o).contains("MLA, 4 heads"), "{}", stdout(&o));
+
+    let o = glmw(&["tokenize", "--model", m, "<|user|>Hello world", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("{\"ids\":[483,"), "{}", stdout(&o));
+
+    let out = dir.join("logits.bin");
+    let args = ["logits", "--model", m, "--tokens", "478,480,10,200", "--json", "--all", "--out", out.to_str().unwrap()];
+    let a = glmw(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(bytes.len(), 4 * 512 * 4, "4 positions x 512 logits x f32");
+    let b = glmw(&args);
+    let strip = |s: String| s.split(",\"seconds\"").next().unwrap().to_string();
+    assert_eq!(strip(stdout(&a)), strip(stdout(&b)), "logits are deterministic");
+    assert!(stdout(&a).contains("\"argmax\":"));
+}
+
+#[test]
+fn bad_input_gives_one_clear_line() {
+    let dir = common::temp_dir("cli-bad");
+    let junk = dir.join("junk.gguf");
+    std::fs::write(&junk, b"not a model at all").unwrap();
+    let o = glmw(&["info", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.starts_with("error: malformed GGUF at byte 0: bad magic"), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+
+    let o = glmw(&["info", "/no/such/file.gguf"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("No such file"), "{}", stderr(&o));
+
+    let m = common::tiny_model().to_str().unwrap().to_string();
+    let o = glmw(&["logits", "--model", &m, "--tokens", "1,99999"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("outside the vocabulary"), "{}", stderr(&o));
+
+    let o = glmw(&["logits", "--model", &m, "--tokens", "1,x"]);
+    assert_eq!(o.status.code(), Some(2), "clap rejects non-numeric ids");
+    let o = glmw(&["synth", "--preset", "huge", "-o", "/tmp/x.gguf"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn help_explains_every_flag() {
+    for (cmd, needles) in [
+        ("info", &["Print one JSON", "Also list every metadata key"][..]),
+        ("tokenize", &["Path to a GGUF model", "Treat special-token text"][..]),
+        ("logits", &["Comma-separated token ids", "Where to run", "raw little-endian f32", "every position"][..]),
+        ("synth", &["Which model to imitate", "Output GGUF path", "Random seed"][..]),
+    ] {
+        let o = glmw(&[cmd, "--help"]);
+        assert!(o.status.success());
+        let h = stdout(&o).split_whitespace().collect::<Vec<_>>().join(" ");
+        for n in needles {
+            assert!(h.contains(n), "glmw {cmd} --help lacks {n:?}: {h}");
+        }
+    }
+}
