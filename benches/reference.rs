@@ -22,6 +22,9 @@ fn main() {
         times.push(t0.elapsed().as_secs_f64() / tokens.len() as f64);
     }
     times.sort_by(f64::total_cmp);
-    println!("reference forward (tiny, 32 tokens): median {:.3} ms/token", times[2] * 1e3);
+    println!(
+        "reference forward (tiny, 32 tokens): median {:.3} ms/token",
+        times[2] * 1e3
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,8 @@
 // RMSNorm: y = x / sqrt(mean(x²) + eps) * g, ggml's formula.
 //
 // Bindings: 0 params (uniform), 1 x (n_rows × n), 2 g (n), 3 y (n_rows × n).
-// Dispatch: one workgroup per row (n_rows, 1, 1).
+// Dispatch: one workgroup per row; rows past 65535 fold into y
+// (row = wid.y · nwg.x + wid.x).
 // Each invocation owns elements lid, lid + WG, lid + 2·WG, … of its row.
 
 const WG: u32 = 256u;
@@ -9,8 +10,8 @@ const WG: u32 = 256u;
 struct Params {
     n: u32,
     eps: f32,
-    _pad0: u32,
-    _pad1: u32,
+    n_rows: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -19,8 +20,12 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 @compute @workgroup_size(WG)
-fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
-    let base = wid.x * p.n;
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = wid.y * nwg.x + wid.x;
+    if row >= p.n_rows {
+        return;
+    }
+    let base = row * p.n;
     var ss = 0.0;
     for (var i = ids.lid; i < p.n; i += WG) {
         let v = x[base + i];

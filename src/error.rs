@@ -9,7 +9,10 @@ use std::fmt;
 #[derive(Debug)]
 pub enum Error {
     /// Reading or writing a file failed.
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// A GGUF file is malformed. `offset` is the byte offset where the problem
     /// was found.
     Gguf { offset: u64, msg: String },
@@ -32,10 +35,16 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub(crate) fn gguf(offset: u64, msg: impl Into<String>) -> Self {
-        Error::Gguf { offset, msg: msg.into() }
+        Error::Gguf {
+            offset,
+            msg: msg.into(),
+        }
     }
     pub(crate) fn io(path: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 
@@ -49,7 +58,10 @@ impl fmt::Display for Error {
             Error::Tokenizer(m) => write!(f, "tokenizer: {m}"),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::ContextFull { n_ctx } => {
-                write!(f, "context is full ({n_ctx} tokens); use a larger --ctx or start over")
+                write!(
+                    f,
+                    "context is full ({n_ctx} tokens); use a larger --ctx or start over"
+                )
             }
             Error::Gpu(m) => write!(f, "gpu: {m}"),
         }

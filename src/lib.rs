@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod gguf;
+pub mod gpu;
 pub mod model;
 pub mod quant;
 pub mod reference;

@@ -6,7 +6,10 @@ mod common;
 use std::process::{Command, Output};
 
 fn glmw(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glmw")).args(args).output().expect("run glmw")
+    Command::new(env!("CARGO_BIN_EXE_glmw"))
+        .args(args)
+        .output()
+        .expect("run glmw")
 }
 
 fn stdout(o: &Output) -> String {
@@ -28,7 +31,14 @@ fn synth_info_tokenize_logits() {
     let o = glmw(&["info", m, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let j = stdout(&o);
-    for needle in ["\"architecture\":\"deepseek2\"", "\"n_layer\":3", "\"gating\":\"sigmoid\"", "\"Q4_0\":{", "\"Q6_K\":{", "\"n_tokens\":512"] {
+    for needle in [
+        "\"architecture\":\"deepseek2\"",
+        "\"n_layer\":3",
+        "\"gating\":\"sigmoid\"",
+        "\"Q4_0\":{",
+        "\"Q6_K\":{",
+        "\"n_tokens\":512",
+    ] {
         assert!(j.contains(needle), "{needle} not in {j}");
     }
     let o = glmw(&["info", m]);
@@ -39,14 +49,28 @@ fn synth_info_tokenize_logits() {
     assert!(stdout(&o).starts_with("{\"ids\":[483,"), "{}", stdout(&o));
 
     let out = dir.join("logits.bin");
-    let args = ["logits", "--model", m, "--tokens", "478,480,10,200", "--json", "--all", "--out", out.to_str().unwrap()];
+    let args = [
+        "logits",
+        "--model",
+        m,
+        "--tokens",
+        "478,480,10,200",
+        "--json",
+        "--all",
+        "--out",
+        out.to_str().unwrap(),
+    ];
     let a = glmw(&args);
     assert!(a.status.success(), "{}", stderr(&a));
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(bytes.len(), 4 * 512 * 4, "4 positions x 512 logits x f32");
     let b = glmw(&args);
     let strip = |s: String| s.split(",\"seconds\"").next().unwrap().to_string();
-    assert_eq!(strip(stdout(&a)), strip(stdout(&b)), "logits are deterministic");
+    assert_eq!(
+        strip(stdout(&a)),
+        strip(stdout(&b)),
+        "logits are deterministic"
+    );
     assert!(stdout(&a).contains("\"argmax\":"));
 }
 
@@ -58,7 +82,10 @@ fn bad_input_gives_one_clear_line() {
     let o = glmw(&["info", junk.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
-    assert!(e.starts_with("error: malformed GGUF at byte 0: bad magic"), "{e}");
+    assert!(
+        e.starts_with("error: malformed GGUF at byte 0: bad magic"),
+        "{e}"
+    );
     assert_eq!(e.trim_end().lines().count(), 1, "{e}");
 
     let o = glmw(&["info", "/no/such/file.gguf"]);
@@ -68,7 +95,11 @@ fn bad_input_gives_one_clear_line() {
     let m = common::tiny_model().to_str().unwrap().to_string();
     let o = glmw(&["logits", "--model", &m, "--tokens", "1,99999"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("outside the vocabulary"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("outside the vocabulary"),
+        "{}",
+        stderr(&o)
+    );
 
     let o = glmw(&["logits", "--model", &m, "--tokens", "1,x"]);
     assert_eq!(o.status.code(), Some(2), "clap rejects non-numeric ids");
@@ -79,10 +110,27 @@ fn bad_input_gives_one_clear_line() {
 #[test]
 fn help_explains_every_flag() {
     for (cmd, needles) in [
-        ("info", &["Print one JSON", "Also list every metadata key"][..]),
-        ("tokenize", &["Path to a GGUF model", "Treat special-token text"][..]),
-        ("logits", &["Comma-separated token ids", "Where to run", "raw little-endian f32", "every position"][..]),
-        ("synth", &["Which model to imitate", "Output GGUF path", "Random seed"][..]),
+        (
+            "info",
+            &["Print one JSON", "Also list every metadata key"][..],
+        ),
+        (
+            "tokenize",
+            &["Path to a GGUF model", "Treat special-token text"][..],
+        ),
+        (
+            "logits",
+            &[
+                "Comma-separated token ids",
+                "Where to run",
+                "raw little-endian f32",
+                "every position",
+            ][..],
+        ),
+        (
+            "synth",
+            &["Which model to imitate", "Output GGUF path", "Random seed"][..],
+        ),
     ] {
         let o = glmw(&[cmd, "--help"]);
         assert!(o.status.success());

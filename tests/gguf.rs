@@ -48,7 +48,12 @@ fn kv_str(key: &str, v: &str) -> Vec<u8> {
 }
 
 fn tensor(name: &str, dims: &[i64], ty: u32, offset: u64) -> RawTensor {
-    RawTensor { name: name.as_bytes().to_vec(), dims: dims.to_vec(), ty, offset }
+    RawTensor {
+        name: name.as_bytes().to_vec(),
+        dims: dims.to_vec(),
+        ty,
+        offset,
+    }
 }
 
 impl Raw {
@@ -68,7 +73,12 @@ impl Raw {
         let mut b = Vec::new();
         b.extend_from_slice(&self.magic);
         b.extend_from_slice(&self.version.to_le_bytes());
-        b.extend_from_slice(&self.n_tensors.unwrap_or(self.tensors.len() as u64).to_le_bytes());
+        b.extend_from_slice(
+            &self
+                .n_tensors
+                .unwrap_or(self.tensors.len() as u64)
+                .to_le_bytes(),
+        );
         b.extend_from_slice(&(self.kv.len() as u64).to_le_bytes());
         for k in &self.kv {
             b.extend_from_slice(k);
@@ -99,8 +109,14 @@ fn parse_err(bytes: Vec<u8>) -> String {
 
 fn expect(raw: Raw, needle: &str) {
     let msg = parse_err(raw.bytes());
-    assert!(msg.contains(needle), "error {msg:?} does not mention {needle:?}");
-    assert!(msg.starts_with("malformed GGUF at byte"), "error {msg:?} does not give an offset");
+    assert!(
+        msg.contains(needle),
+        "error {msg:?} does not mention {needle:?}"
+    );
+    assert!(
+        msg.starts_with("malformed GGUF at byte"),
+        "error {msg:?} does not give an offset"
+    );
 }
 
 #[test]
@@ -216,7 +232,10 @@ fn malformed_files_give_clear_errors() {
 
 fn expect_bytes(b: Vec<u8>, needle: &str) {
     let msg = parse_err(b);
-    assert!(msg.contains(needle), "error {msg:?} does not mention {needle:?}");
+    assert!(
+        msg.contains(needle),
+        "error {msg:?} does not mention {needle:?}"
+    );
 }
 
 #[test]
@@ -247,7 +266,13 @@ fn writer_round_trips_every_value_type() {
         ("a.i64".into(), Value::I64(i64::MIN)),
         ("a.f64".into(), Value::F64(-2.5e300)),
         ("a.empty".into(), Value::Array(ValueType::U8, vec![])),
-        ("a.strs".into(), Value::Array(ValueType::Str, vec![Value::Str("x y".into()), Value::Str(String::new())])),
+        (
+            "a.strs".into(),
+            Value::Array(
+                ValueType::Str,
+                vec![Value::Str("x y".into()), Value::Str(String::new())],
+            ),
+        ),
         (
             "a.nested".into(),
             Value::Array(
@@ -268,7 +293,9 @@ fn writer_round_trips_every_value_type() {
     let mut w = GgufWriter::create(&path, &md, &specs).unwrap();
     let sizes: Vec<u64> = specs.iter().map(|t| t.n_bytes().unwrap()).collect();
     for (i, n) in sizes.iter().enumerate() {
-        let data: Vec<u8> = (0..*n).map(|k| (k as u8).wrapping_mul(7).wrapping_add(i as u8)).collect();
+        let data: Vec<u8> = (0..*n)
+            .map(|k| (k as u8).wrapping_mul(7).wrapping_add(i as u8))
+            .collect();
         // Write in uneven chunks to exercise the streaming path.
         for c in data.chunks(17) {
             w.write_data(c).unwrap();
@@ -286,7 +313,10 @@ fn writer_round_trips_every_value_type() {
         assert_eq!(t.offset % 64, 0);
         let d = f.tensor_data(t);
         assert_eq!(d.len() as u64, sizes[i]);
-        assert!(d.iter().enumerate().all(|(k, &b)| b == (k as u8).wrapping_mul(7).wrapping_add(i as u8)));
+        assert!(d
+            .iter()
+            .enumerate()
+            .all(|(k, &b)| b == (k as u8).wrapping_mul(7).wrapping_add(i as u8)));
     }
 }
 
@@ -312,7 +342,11 @@ fn truncation_and_corruption_never_panic() {
     for i in 0..64 {
         let cut = bytes.len() * i / 64;
         let r = GgufFile::from_bytes(bytes[..cut].to_vec());
-        assert!(r.is_err(), "file truncated to {cut} of {} bytes was accepted", bytes.len());
+        assert!(
+            r.is_err(),
+            "file truncated to {cut} of {} bytes was accepted",
+            bytes.len()
+        );
     }
     // Flip bytes across the header (metadata and tensor table): any outcome
     // but a panic is fine.

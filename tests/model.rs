@@ -15,7 +15,10 @@ fn sparse_file(tag: &str, md: &[(String, Value)], specs: &[TensorSpec]) -> std::
     let path = common::temp_dir(tag).join("m.gguf");
     let w = GgufWriter::create(&path, md, specs).unwrap();
     drop(w); // flushes the header; tensor data stays sparse
-    let data: u64 = specs.iter().map(|s| s.n_bytes().unwrap().div_ceil(32) * 32).sum();
+    let data: u64 = specs
+        .iter()
+        .map(|s| s.n_bytes().unwrap().div_ceil(32) * 32)
+        .sum();
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     let header = f.metadata().unwrap().len();
     f.set_len(header + data).unwrap();
@@ -33,22 +36,57 @@ fn glm_flash_preset_has_the_real_layout() {
     assert_eq!(count(GgmlType::Q6_K), 47);
     let bytes: u64 = specs.iter().map(|s| s.n_bytes().unwrap()).sum();
     assert!((16.0e9..18.5e9).contains(&(bytes as f64)), "{bytes} bytes");
-    assert!(md.iter().all(|(k, _)| k != "deepseek2.expert_gating_func"), "real files carry no gating key");
+    assert!(
+        md.iter().all(|(k, _)| k != "deepseek2.expert_gating_func"),
+        "real files carry no gating key"
+    );
 
     let path = sparse_file("flash", &md, &specs);
     let model = Model::open(&path).unwrap();
     let c = &model.config;
-    assert_eq!((c.n_layer, c.n_embd, c.n_head, c.n_vocab), (47, 2048, 20, 154880));
-    assert_eq!((c.n_lora_q, c.n_lora_kv, c.n_embd_head_qk_nope, c.n_embd_head_qk_rope, c.n_embd_head_v), (768, 512, 192, 64, 256));
-    assert_eq!((c.n_expert, c.n_expert_used, c.n_expert_shared, c.n_ff_exp, c.n_ff), (64, 4, 1, 1536, 10240));
-    assert_eq!(c.gating, Gating::Sigmoid, "llama.cpp's 47-layer/154880-vocab rule");
+    assert_eq!(
+        (c.n_layer, c.n_embd, c.n_head, c.n_vocab),
+        (47, 2048, 20, 154880)
+    );
+    assert_eq!(
+        (
+            c.n_lora_q,
+            c.n_lora_kv,
+            c.n_embd_head_qk_nope,
+            c.n_embd_head_qk_rope,
+            c.n_embd_head_v
+        ),
+        (768, 512, 192, 64, 256)
+    );
+    assert_eq!(
+        (
+            c.n_expert,
+            c.n_expert_used,
+            c.n_expert_shared,
+            c.n_ff_exp,
+            c.n_ff
+        ),
+        (64, 4, 1, 1536, 10240)
+    );
+    assert_eq!(
+        c.gating,
+        Gating::Sigmoid,
+        "llama.cpp's 47-layer/154880-vocab rule"
+    );
     assert_eq!(c.kq_scale(), 0.0625);
     assert_eq!(c.expert_weights_scale, 1.8);
     assert!(c.expert_weights_norm);
     assert_eq!(c.kv_row(), 576);
     assert_eq!(model.weights.layers.len(), 47);
     let tok = glmw::tokenizer::Tokenizer::from_gguf(&model.file).unwrap();
-    for (s, id) in [("<|endoftext|>", 154820), ("[gMASK]", 154822), ("<sop>", 154824), ("<|user|>", 154827), ("<|observation|>", 154829), ("<think>", 154841)] {
+    for (s, id) in [
+        ("<|endoftext|>", 154820),
+        ("[gMASK]", 154822),
+        ("<sop>", 154824),
+        ("<|user|>", 154827),
+        ("<|observation|>", 154829),
+        ("<think>", 154841),
+    ] {
         assert_eq!(tok.token_id(s), Some(id), "{s}");
     }
 }
@@ -61,7 +99,10 @@ fn deepseek_v2_lite_preset_uses_softmax_yarn_and_direct_q() {
     let c = &model.config;
     assert_eq!(c.gating, Gating::Softmax);
     assert_eq!(c.n_lora_q, 0);
-    assert!(matches!(model.weights.layers[3].q, glmw::model::QProj::Direct { .. }));
+    assert!(matches!(
+        model.weights.layers[3].q,
+        glmw::model::QProj::Direct { .. }
+    ));
     let y = c.yarn.expect("yarn");
     assert!((1.0 / y.freq_scale - 40.0).abs() < 1e-6);
     // mscale = 1 + 0.0707·ln 40 ≈ 1.2608; kq_scale = mscale² / sqrt(192) ≈ 0.1147
@@ -73,7 +114,10 @@ fn metadata_only(edit: impl Fn(&mut Vec<(String, Value)>)) -> glmw::Result<Confi
     edit(&mut md);
     let dir = common::temp_dir("cfg");
     let path = dir.join("c.gguf");
-    GgufWriter::create(&path, &md, &[]).unwrap().finish().unwrap();
+    GgufWriter::create(&path, &md, &[])
+        .unwrap()
+        .finish()
+        .unwrap();
     Config::from_gguf(&GgufFile::open(&path).unwrap())
 }
 
@@ -85,15 +129,30 @@ fn set(md: &mut Vec<(String, Value)>, key: &str, v: Value) {
 #[test]
 fn config_rules_and_errors() {
     assert_eq!(metadata_only(|_| {}).unwrap().gating, Gating::Sigmoid);
-    let softmax = metadata_only(|md| md.retain(|(k, _)| k != "deepseek2.expert_gating_func")).unwrap();
-    assert_eq!(softmax.gating, Gating::Softmax, "no key and not 47 layers/154880 vocab: softmax");
+    let softmax =
+        metadata_only(|md| md.retain(|(k, _)| k != "deepseek2.expert_gating_func")).unwrap();
+    assert_eq!(
+        softmax.gating,
+        Gating::Softmax,
+        "no key and not 47 layers/154880 vocab: softmax"
+    );
 
-    let e = metadata_only(|md| set(md, "general.architecture", Value::Str("llama".into()))).unwrap_err();
-    assert!(e.to_string().contains("unsupported: architecture \"llama\""), "{e}");
-    let e = metadata_only(|md| md.retain(|(k, _)| k != "deepseek2.attention.key_length_mla")).unwrap_err();
+    let e = metadata_only(|md| set(md, "general.architecture", Value::Str("llama".into())))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("unsupported: architecture \"llama\""),
+        "{e}"
+    );
+    let e = metadata_only(|md| md.retain(|(k, _)| k != "deepseek2.attention.key_length_mla"))
+        .unwrap_err();
     assert!(e.to_string().contains("legacy"), "{e}");
-    let e = metadata_only(|md| set(md, "deepseek2.block_count", Value::Str("3".into()))).unwrap_err();
-    assert!(e.to_string().contains("block_count should be integer"), "{e}");
+    let e =
+        metadata_only(|md| set(md, "deepseek2.block_count", Value::Str("3".into()))).unwrap_err();
+    assert!(
+        e.to_string().contains("block_count should be integer"),
+        "{e}"
+    );
     let e = metadata_only(|md| set(md, "deepseek2.expert_used_count", Value::U32(99))).unwrap_err();
     assert!(e.to_string().contains("expert_used_count 99"), "{e}");
     let e = metadata_only(|md| set(md, "deepseek2.expert_gating_func", Value::U32(7))).unwrap_err();
@@ -106,17 +165,36 @@ fn config_rules_and_errors() {
 fn missing_or_misshapen_tensors_are_reported() {
     let (md, mut specs) = synth::plan(Preset::Tiny, 0);
     specs.retain(|s| s.name != "blk.1.ffn_down_exps.weight");
-    let e = Model::open(sparse_file("missing", &md, &specs)).err().unwrap();
-    assert!(e.to_string().contains("tensor blk.1.ffn_down_exps.weight is missing"), "{e}");
+    let e = Model::open(sparse_file("missing", &md, &specs))
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("tensor blk.1.ffn_down_exps.weight is missing"),
+        "{e}"
+    );
 
     let (md, mut specs) = synth::plan(Preset::Tiny, 0);
-    let t = specs.iter_mut().find(|s| s.name == "blk.2.attn_k_b.weight").unwrap();
+    let t = specs
+        .iter_mut()
+        .find(|s| s.name == "blk.2.attn_k_b.weight")
+        .unwrap();
     t.dims = vec![32, 64, 5];
-    let e = Model::open(sparse_file("shape", &md, &specs)).err().unwrap();
-    assert!(e.to_string().contains("blk.2.attn_k_b.weight has shape [32, 64, 5]"), "{e}");
+    let e = Model::open(sparse_file("shape", &md, &specs))
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("blk.2.attn_k_b.weight has shape [32, 64, 5]"),
+        "{e}"
+    );
 
     let (md, mut specs) = synth::plan(Preset::Tiny, 0);
-    specs.iter_mut().find(|s| s.name == "blk.0.attn_norm.weight").unwrap().ggml_type = GgmlType::F16;
+    specs
+        .iter_mut()
+        .find(|s| s.name == "blk.0.attn_norm.weight")
+        .unwrap()
+        .ggml_type = GgmlType::F16;
     let e = Model::open(sparse_file("type", &md, &specs)).err().unwrap();
     assert!(e.to_string().contains("expected F32"), "{e}");
 }
@@ -128,7 +206,11 @@ fn synth_is_deterministic_per_seed() {
     synth::synth(&a, Preset::Tiny, 7, &mut |_, _| {}).unwrap();
     synth::synth(&b, Preset::Tiny, 7, &mut |_, _| {}).unwrap();
     synth::synth(&c, Preset::Tiny, 8, &mut |_, _| {}).unwrap();
-    let (a, b, c) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap(), std::fs::read(c).unwrap());
+    let (a, b, c) = (
+        std::fs::read(a).unwrap(),
+        std::fs::read(b).unwrap(),
+        std::fs::read(c).unwrap(),
+    );
     assert!(a == b, "same seed, same file");
     assert!(a != c, "different seed, different weights");
 }
@@ -138,18 +220,47 @@ fn tiny_has_every_structural_feature_and_sane_weights() {
     let model = Model::open(common::tiny_model()).unwrap();
     let c = &model.config;
     assert!(c.n_layer_dense_lead == 1 && c.n_layer > 1 && c.n_lora_q > 0 && c.n_expert_shared == 1);
-    assert!(matches!(model.weights.layers[1].ffn, glmw::model::Ffn::Moe { exp_probs_b: Some(_), .. }));
+    assert!(matches!(
+        model.weights.layers[1].ffn,
+        glmw::model::Ffn::Moe {
+            exp_probs_b: Some(_),
+            ..
+        }
+    ));
     let mut types: Vec<GgmlType> = model.file.tensors().iter().map(|t| t.ggml_type).collect();
     types.sort();
     types.dedup();
-    assert_eq!(types, vec![GgmlType::F32, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q6_K]);
+    assert_eq!(
+        types,
+        vec![
+            GgmlType::F32,
+            GgmlType::Q4_0,
+            GgmlType::Q8_0,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K
+        ]
+    );
     // Weights dequantize to roughly N(0, 0.02), never all zero.
-    for name in ["blk.1.ffn_gate_exps.weight", "blk.1.ffn_up_shexp.weight", "output.weight", "blk.0.attn_k_b.weight"] {
+    for name in [
+        "blk.1.ffn_gate_exps.weight",
+        "blk.1.ffn_up_shexp.weight",
+        "output.weight",
+        "blk.0.attn_k_b.weight",
+    ] {
         let t = model.file.tensor(name).unwrap();
-        let v = glmw::quant::dequantize_vec(t.ggml_type, model.file.tensor_data(t), t.n_elements() as usize).unwrap();
+        let v = glmw::quant::dequantize_vec(
+            t.ggml_type,
+            model.file.tensor_data(t),
+            t.n_elements() as usize,
+        )
+        .unwrap();
         let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
-        let std = (v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
-        assert!(mean.abs() < 2e-3 && (0.015..0.025).contains(&std), "{name}: mean {mean} std {std}");
+        let std =
+            (v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
+        assert!(
+            mean.abs() < 2e-3 && (0.015..0.025).contains(&std),
+            "{name}: mean {mean} std {std}"
+        );
     }
 }
 
@@ -157,8 +268,12 @@ fn tiny_has_every_structural_feature_and_sane_weights() {
 fn reference_logits_are_deterministic_and_finite() {
     let model = Model::open(common::tiny_model()).unwrap();
     let tokens = [480u32, 482, 10, 200, 33, 7];
-    let a = Reference::new(&model, 64, MlaForm::Absorbed).forward_all(&tokens).unwrap();
-    let b = Reference::new(&model, 64, MlaForm::Absorbed).forward_all(&tokens).unwrap();
+    let a = Reference::new(&model, 64, MlaForm::Absorbed)
+        .forward_all(&tokens)
+        .unwrap();
+    let b = Reference::new(&model, 64, MlaForm::Absorbed)
+        .forward_all(&tokens)
+        .unwrap();
     assert_eq!(a, b);
     assert!(a.iter().flatten().all(|x| x.is_finite()));
     assert_eq!(a[0].len(), model.config.n_vocab);
@@ -179,7 +294,10 @@ fn absorbed_and_naive_mla_agree() {
         let ln = naive.forward(t).unwrap();
         for il in 0..model.config.n_layer {
             let name = format!("kqv_out-{il}");
-            let e = ops::rel_l2(naive.trace().unwrap().get(&name).unwrap(), abs.trace().unwrap().get(&name).unwrap());
+            let e = ops::rel_l2(
+                naive.trace().unwrap().get(&name).unwrap(),
+                abs.trace().unwrap().get(&name).unwrap(),
+            );
             assert!(e < 1e-5, "{name} at pos {}: rel L2 {e}", abs.pos() - 1);
         }
         let e = ops::rel_l2(&ln, &la);
@@ -194,7 +312,18 @@ fn trace_names_follow_llama_cpp() {
     r.set_tracing(true);
     r.forward(3).unwrap();
     let t = r.trace().unwrap();
-    for name in ["inp_embd", "attn_norm-0", "q_pe-1", "kv_cmpr-1", "k_pe-1", "ffn_moe_logits-1", "ffn_moe_out-2", "ffn_shexp-2", "l_out-2", "result_norm"] {
+    for name in [
+        "inp_embd",
+        "attn_norm-0",
+        "q_pe-1",
+        "kv_cmpr-1",
+        "k_pe-1",
+        "ffn_moe_logits-1",
+        "ffn_moe_out-2",
+        "ffn_shexp-2",
+        "l_out-2",
+        "result_norm",
+    ] {
         assert!(t.get(name).is_some(), "{name} missing from trace");
     }
 }
@@ -225,6 +354,9 @@ fn router_bias_selects_but_does_not_weight() {
     let s: Vec<f32> = sel.iter().map(|&e| ops::sigmoid(logits[e])).collect();
     let sum: f32 = s.iter().sum();
     for (wi, si) in w.iter().zip(&s) {
-        assert!((wi - si / sum * 1.8).abs() < 1e-6, "weights use unbiased scores, renormalised, x1.8");
+        assert!(
+            (wi - si / sum * 1.8).abs() < 1e-6,
+            "weights use unbiased scores, renormalised, x1.8"
+        );
     }
 }

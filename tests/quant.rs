@@ -263,7 +263,7 @@ fn iq4_xs_scales() {
     let y = deq(GgmlType::IQ4_XS, &b);
     assert_eq!((y[0], y[16]), (113.0, -127.0));
     assert_eq!((y[160], y[176]), (-17.0, -221.0));
-    assert_eq!(y[32], -32.0 * 1.0); // sub-block 1: ls 0, q 0 -> K[0]... no: K[0] = -127
+    assert_eq!(y[32], 4064.0); // sub-block 1: ls 0 -> dl -32; q 0 -> K[0] = -127
 }
 
 // ------------------------------------------------------------ round trips
@@ -338,7 +338,13 @@ fn round_trip_degenerate_blocks() {
         let zeros = vec![0.0f32; 512];
         let mut q = Vec::new();
         quantize_into(ty, &zeros, &mut q).unwrap();
-        assert!(dequantize_vec(ty, &q, 512).unwrap().iter().all(|&v| v == 0.0), "{ty}");
+        assert!(
+            dequantize_vec(ty, &q, 512)
+                .unwrap()
+                .iter()
+                .all(|&v| v == 0.0),
+            "{ty}"
+        );
 
         let c = vec![-0.75f32; 512];
         q.clear();
@@ -352,13 +358,18 @@ fn round_trip_degenerate_blocks() {
 /// Inputs already on a legacy type's grid come back exactly.
 #[test]
 fn round_trip_exact_grid() {
-    let grid = |lo: i32, n: i32, step: f32| -> Vec<f32> { (0..32).map(|j| (lo + j % n) as f32 * step).collect() };
+    let grid = |lo: i32, n: i32, step: f32| -> Vec<f32> {
+        (0..32).map(|j| (lo + j % n) as f32 * step).collect()
+    };
     for (ty, x) in [
         (GgmlType::Q4_0, grid(-8, 16, 0.5)),
         (GgmlType::Q4_1, grid(0, 16, 0.25)),
         (GgmlType::Q5_0, grid(-16, 32, 0.125)),
         (GgmlType::Q5_1, grid(-3, 32, 1.0)),
-        (GgmlType::Q8_0, (0..32).map(|j| (j * 8 - 127) as f32 / 4.0).collect()),
+        (
+            GgmlType::Q8_0,
+            (0..32).map(|j| (j * 8 - 127) as f32 / 4.0).collect(),
+        ),
     ] {
         let mut q = Vec::new();
         quantize_into(ty, &x, &mut q).unwrap();
@@ -391,7 +402,11 @@ fn bad_arguments_are_errors() {
     assert!(inv(dequantize(GgmlType::Q4_0, &[0; 18], &mut out[..31])));
     assert!(inv(dequantize(GgmlType::Q6_K, &[0; 210], &mut out)));
     assert!(inv(dequantize(GgmlType::F16, &[0; 63], &mut out)));
-    assert!(uns(dequantize(GgmlType::Other(16), &[0; 66], &mut [0.0; 256])));
+    assert!(uns(dequantize(
+        GgmlType::Other(16),
+        &[0; 66],
+        &mut [0.0; 256]
+    )));
     assert!(uns(dequantize(GgmlType::Q8_1, &[0; 36], &mut out)));
     assert!(uns(dequantize(GgmlType::I32, &[0; 128], &mut out)));
     assert!(dequantize(GgmlType::Q4_K, &[], &mut []).is_ok());
@@ -405,20 +420,29 @@ fn bad_arguments_are_errors() {
     assert!(inv(quantize_into(GgmlType::Q4_K, &[0.0; 255], &mut q)));
     assert!(uns(quantize_into(GgmlType::Q2_K, &[0.0; 256], &mut q)));
     assert!(uns(quantize_into(GgmlType::IQ4_NL, &[0.0; 32], &mut q)));
-    assert_eq!(q, vec![1u8], "a failed quantize_into leaves the output untouched");
+    assert_eq!(
+        q,
+        vec![1u8],
+        "a failed quantize_into leaves the output untouched"
+    );
 }
 
 #[test]
 fn capability_lists_agree() {
     for id in 0..64 {
-        let Some(t) = GgmlType::from_id(id) else { continue };
+        let Some(t) = GgmlType::from_id(id) else {
+            continue;
+        };
         if can_quantize(t) {
             assert!(t.can_dequantize(), "{t} encodes but cannot decode");
         }
         if !t.can_dequantize() {
             let bs = t.block_size() as usize;
             let mut out = vec![0.0; bs];
-            assert!(dequantize(t, &vec![0; t.type_size() as usize], &mut out).is_err(), "{t}");
+            assert!(
+                dequantize(t, &vec![0; t.type_size() as usize], &mut out).is_err(),
+                "{t}"
+            );
         }
     }
 }

@@ -15,7 +15,12 @@ pub enum Json {
 
 impl Json {
     pub fn obj(fields: Vec<(&str, Json)>) -> Json {
-        Json::Obj(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        Json::Obj(
+            fields
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
     }
     pub fn str(s: impl Into<String>) -> Json {
         Json::Str(s.into())

@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "glmw", version, about = "Inference engine for GLM-4.7-Flash and deepseek2-family GGUF models, with every kernel in WGSL on wgpu")]
+#[command(
+    name = "glmw",
+    version,
+    about = "Inference engine for GLM-4.7-Flash and deepseek2-family GGUF models, with every kernel in WGSL on wgpu"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -90,12 +94,30 @@ pub fn main() -> i32 {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Info { model, json, verbose } => tools::info(&model, json, verbose),
-        Command::Tokenize { model, text, no_special, json } => tools::tokenize(&model, &text, !no_special, json),
-        Command::Logits { model, tokens, backend, all, out, json } => {
-            tools::logits(&model, &tokens, backend, all, out.as_deref(), json)
-        }
-        Command::Synth { preset, output, seed } => tools::synth(&preset, &output, seed),
+        Command::Info {
+            model,
+            json,
+            verbose,
+        } => tools::info(&model, json, verbose),
+        Command::Tokenize {
+            model,
+            text,
+            no_special,
+            json,
+        } => tools::tokenize(&model, &text, !no_special, json),
+        Command::Logits {
+            model,
+            tokens,
+            backend,
+            all,
+            out,
+            json,
+        } => tools::logits(&model, &tokens, backend, all, out.as_deref(), json),
+        Command::Synth {
+            preset,
+            output,
+            seed,
+        } => tools::synth(&preset, &output, seed),
     };
     match result {
         Ok(()) => 0,

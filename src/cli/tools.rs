@@ -23,13 +23,30 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
         e.0 += 1;
         e.1 += t.n_bytes;
     }
-    let tok_model = f.get_str("tokenizer.ggml.model")?.unwrap_or("none").to_string();
-    let tok_pre = f.get_str("tokenizer.ggml.pre")?.unwrap_or("none").to_string();
-    let n_tokens = f.get_str_array("tokenizer.ggml.tokens")?.map_or(0, |t| t.len());
-    let n_merges = f.get_str_array("tokenizer.ggml.merges")?.map_or(0, |t| t.len());
+    let tok_model = f
+        .get_str("tokenizer.ggml.model")?
+        .unwrap_or("none")
+        .to_string();
+    let tok_pre = f
+        .get_str("tokenizer.ggml.pre")?
+        .unwrap_or("none")
+        .to_string();
+    let n_tokens = f
+        .get_str_array("tokenizer.ggml.tokens")?
+        .map_or(0, |t| t.len());
+    let n_merges = f
+        .get_str_array("tokenizer.ggml.merges")?
+        .map_or(0, |t| t.len());
     let special: Vec<(&str, Option<u32>)> = ["bos", "eos", "eot", "eom", "padding"]
         .iter()
-        .map(|k| (*k, f.get_u32(&format!("tokenizer.ggml.{k}_token_id")).ok().flatten()))
+        .map(|k| {
+            (
+                *k,
+                f.get_u32(&format!("tokenizer.ggml.{k}_token_id"))
+                    .ok()
+                    .flatten(),
+            )
+        })
         .collect();
     let name = f.get_str("general.name")?.unwrap_or("").to_string();
 
@@ -40,14 +57,25 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
         };
         let types = by_type
             .iter()
-            .map(|(k, (n, b))| (k.clone(), Json::obj(vec![("count", Json::num(*n as f64)), ("bytes", Json::num(*b as f64))])))
+            .map(|(k, (n, b))| {
+                (
+                    k.clone(),
+                    Json::obj(vec![
+                        ("count", Json::num(*n as f64)),
+                        ("bytes", Json::num(*b as f64)),
+                    ]),
+                )
+            })
             .collect();
         let mut doc = vec![
             ("file", Json::str(path.display().to_string())),
             ("file_bytes", Json::num(f.file_len() as f64)),
             ("gguf_version", Json::num(f.version)),
             ("name", Json::str(name)),
-            ("architecture", Json::str(f.get_str("general.architecture")?.unwrap_or(""))),
+            (
+                "architecture",
+                Json::str(f.get_str("general.architecture")?.unwrap_or("")),
+            ),
             ("config", cfg),
             ("n_tensors", Json::num(f.tensors().len() as f64)),
             ("tensor_types", Json::Obj(types)),
@@ -60,34 +88,66 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
                     ("n_merges", Json::num(n_merges as f64)),
                     (
                         "special",
-                        Json::Obj(special.iter().map(|(k, v)| (k.to_string(), v.map_or(Json::Null, |v| Json::num(v)))).collect()),
+                        Json::Obj(
+                            special
+                                .iter()
+                                .map(|(k, v)| {
+                                    (k.to_string(), v.map_or(Json::Null, |v| Json::num(v)))
+                                })
+                                .collect(),
+                        ),
                     ),
                 ]),
             ),
         ];
         if verbose {
-            doc.push(("metadata", Json::Obj(f.metadata().iter().map(|(k, v)| (k.clone(), Json::str(v.summary()))).collect())));
+            doc.push((
+                "metadata",
+                Json::Obj(
+                    f.metadata()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Json::str(v.summary())))
+                        .collect(),
+                ),
+            ));
         }
         println!("{}", doc_json(doc).render());
         return Ok(());
     }
 
-    println!("file:         {} ({:.2} GiB, GGUF v{})", path.display(), f.file_len() as f64 / (1u64 << 30) as f64, f.version);
+    println!(
+        "file:         {} ({:.2} GiB, GGUF v{})",
+        path.display(),
+        f.file_len() as f64 / (1u64 << 30) as f64,
+        f.version
+    );
     println!("name:         {name}");
     match &config {
         Ok(c) => print_config(c),
         Err(e) => println!("config:       not loadable: {e}"),
     }
-    let types: Vec<String> = by_type.iter().map(|(k, (n, _))| format!("{k} {n}")).collect();
+    let types: Vec<String> = by_type
+        .iter()
+        .map(|(k, (n, _))| format!("{k} {n}"))
+        .collect();
     println!("tensors:      {} ({})", f.tensors().len(), types.join(", "));
-    let sp: Vec<String> = special.iter().filter_map(|(k, v)| v.map(|v| format!("{k} {v}"))).collect();
-    println!("tokenizer:    {tok_model}/{tok_pre}, {n_tokens} tokens, {n_merges} merges; {}", sp.join(", "));
+    let sp: Vec<String> = special
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k} {v}")))
+        .collect();
+    println!(
+        "tokenizer:    {tok_model}/{tok_pre}, {n_tokens} tokens, {n_merges} merges; {}",
+        sp.join(", ")
+    );
     if verbose {
         for (k, v) in f.metadata() {
             println!("  {k} = {}", v.summary());
         }
         for t in f.tensors() {
-            println!("  {} {:?} {} {} bytes", t.name, t.dims, t.ggml_type, t.n_bytes);
+            println!(
+                "  {} {:?} {} {} bytes",
+                t.name, t.dims, t.ggml_type, t.n_bytes
+            );
         }
     }
     config.map(|_| ())
@@ -117,9 +177,19 @@ fn config_json(c: &Config) -> Json {
         ("n_ff_exp", n(c.n_ff_exp)),
         ("expert_weights_scale", Json::num(c.expert_weights_scale)),
         ("expert_weights_norm", Json::Bool(c.expert_weights_norm)),
-        ("gating", Json::str(format!("{:?}", c.gating).to_lowercase())),
+        (
+            "gating",
+            Json::str(format!("{:?}", c.gating).to_lowercase()),
+        ),
         ("rope_freq_base", Json::num(c.rope_freq_base)),
-        ("yarn", if c.yarn.is_some() { Json::Bool(true) } else { Json::Bool(false) }),
+        (
+            "yarn",
+            if c.yarn.is_some() {
+                Json::Bool(true)
+            } else {
+                Json::Bool(false)
+            },
+        ),
         ("rms_eps", Json::num(c.rms_eps)),
         ("kq_scale", Json::num(c.kq_scale())),
         ("n_ctx_train", n(c.n_ctx_train)),
@@ -127,31 +197,69 @@ fn config_json(c: &Config) -> Json {
 }
 
 fn print_config(c: &Config) {
-    println!("architecture: {} ({} layers, {} dense lead), hidden {}, vocab {}", c.arch, c.n_layer, c.n_layer_dense_lead, c.n_embd, c.n_vocab);
-    let q = if c.n_lora_q > 0 { format!("q LoRA {}", c.n_lora_q) } else { "direct q".to_string() };
+    println!(
+        "architecture: {} ({} layers, {} dense lead), hidden {}, vocab {}",
+        c.arch, c.n_layer, c.n_layer_dense_lead, c.n_embd, c.n_vocab
+    );
+    let q = if c.n_lora_q > 0 {
+        format!("q LoRA {}", c.n_lora_q)
+    } else {
+        "direct q".to_string()
+    };
     println!(
         "attention:    MLA, {} heads, {q}, kv LoRA {}, nope/rope/v {}/{}/{}, kq_scale {:.6}",
-        c.n_head, c.n_lora_kv, c.n_embd_head_qk_nope, c.n_embd_head_qk_rope, c.n_embd_head_v, c.kq_scale()
+        c.n_head,
+        c.n_lora_kv,
+        c.n_embd_head_qk_nope,
+        c.n_embd_head_qk_rope,
+        c.n_embd_head_v,
+        c.kq_scale()
     );
-    println!("rope:         base {}, {}", c.rope_freq_base, if let Some(y) = c.yarn { format!("YaRN x{}", 1.0 / y.freq_scale) } else { "no scaling".into() });
+    println!(
+        "rope:         base {}, {}",
+        c.rope_freq_base,
+        if let Some(y) = c.yarn {
+            format!("YaRN x{}", 1.0 / y.freq_scale)
+        } else {
+            "no scaling".into()
+        }
+    );
     if c.n_expert > 0 {
         println!(
             "moe:          {} experts, top-{}, {} shared, width {}, {:?} gating, norm {}, scale {}",
-            c.n_expert, c.n_expert_used, c.n_expert_shared, c.n_ff_exp, c.gating, c.expert_weights_norm, c.expert_weights_scale
+            c.n_expert,
+            c.n_expert_used,
+            c.n_expert_shared,
+            c.n_ff_exp,
+            c.gating,
+            c.expert_weights_norm,
+            c.expert_weights_scale
         );
     }
-    println!("dense ffn:    {}; rms eps {}; trained context {}", c.n_ff, c.rms_eps, c.n_ctx_train);
+    println!(
+        "dense ffn:    {}; rms eps {}; trained context {}",
+        c.n_ff, c.rms_eps, c.n_ctx_train
+    );
 }
 
 pub fn tokenize(path: &Path, text: &str, special: bool, json: bool) -> Result<()> {
     let f = GgufFile::open(path)?;
     let tok = Tokenizer::from_gguf(&f)?;
     let ids = tok.encode(text, special)?;
-    let pieces: Vec<String> = ids.iter().map(|&i| tok.piece(i).unwrap_or("").to_string()).collect();
+    let pieces: Vec<String> = ids
+        .iter()
+        .map(|&i| tok.piece(i).unwrap_or("").to_string())
+        .collect();
     if json {
         let doc = Json::obj(vec![
-            ("ids", Json::Arr(ids.iter().map(|&i| Json::num(i)).collect())),
-            ("pieces", Json::Arr(pieces.into_iter().map(Json::Str).collect())),
+            (
+                "ids",
+                Json::Arr(ids.iter().map(|&i| Json::num(i)).collect()),
+            ),
+            (
+                "pieces",
+                Json::Arr(pieces.into_iter().map(Json::Str).collect()),
+            ),
         ]);
         println!("{}", doc.render());
     } else {
@@ -163,30 +271,60 @@ pub fn tokenize(path: &Path, text: &str, special: bool, json: bool) -> Result<()
     Ok(())
 }
 
-pub fn logits(path: &Path, tokens: &[u32], backend: Backend, all: bool, out: Option<&Path>, json: bool) -> Result<()> {
+pub fn logits(
+    path: &Path,
+    tokens: &[u32],
+    backend: Backend,
+    all: bool,
+    out: Option<&Path>,
+    json: bool,
+) -> Result<()> {
     let model = Model::open(path)?;
     let n_vocab = model.config.n_vocab;
     if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-        return Err(Error::InvalidArgument(format!("token id {bad} is outside the vocabulary (0..{n_vocab})")));
+        return Err(Error::InvalidArgument(format!(
+            "token id {bad} is outside the vocabulary (0..{n_vocab})"
+        )));
     }
     let t0 = Instant::now();
     let rows: Vec<Vec<f32>> = match backend {
-        Backend::Cpu => Reference::new(&model, tokens.len(), MlaForm::Absorbed).forward_all(tokens)?,
+        Backend::Cpu => {
+            Reference::new(&model, tokens.len(), MlaForm::Absorbed).forward_all(tokens)?
+        }
     };
     let elapsed = t0.elapsed().as_secs_f64();
     let last = rows.last().expect("tokens is non-empty");
     if let Some(out) = out {
         let shown = out.display().to_string();
-        let mut w = std::io::BufWriter::new(std::fs::File::create(out).map_err(|e| Error::Io { path: shown.clone(), source: e })?);
-        let chosen: Vec<&Vec<f32>> = if all { rows.iter().collect() } else { vec![last] };
+        let mut w = std::io::BufWriter::new(std::fs::File::create(out).map_err(|e| Error::Io {
+            path: shown.clone(),
+            source: e,
+        })?);
+        let chosen: Vec<&Vec<f32>> = if all {
+            rows.iter().collect()
+        } else {
+            vec![last]
+        };
         for r in chosen {
-            w.write_all(bytemuck::cast_slice(r)).map_err(|e| Error::Io { path: shown.clone(), source: e })?;
+            w.write_all(bytemuck::cast_slice(r))
+                .map_err(|e| Error::Io {
+                    path: shown.clone(),
+                    source: e,
+                })?;
         }
-        w.flush().map_err(|e| Error::Io { path: shown, source: e })?;
+        w.flush().map_err(|e| Error::Io {
+            path: shown,
+            source: e,
+        })?;
     }
     let top = top_k(last, 5);
     let tok = Tokenizer::from_gguf(&model.file).ok();
-    let piece = |id: usize| tok.as_ref().and_then(|t| t.piece(id as u32)).unwrap_or("").to_string();
+    let piece = |id: usize| {
+        tok.as_ref()
+            .and_then(|t| t.piece(id as u32))
+            .unwrap_or("")
+            .to_string()
+    };
     if json {
         let doc = Json::obj(vec![
             ("backend", Json::str(format!("{backend:?}").to_lowercase())),
@@ -197,7 +335,13 @@ pub fn logits(path: &Path, tokens: &[u32], backend: Backend, all: bool, out: Opt
                 "top",
                 Json::Arr(
                     top.iter()
-                        .map(|&(id, l)| Json::obj(vec![("id", Json::num(id as f64)), ("logit", Json::num(l)), ("piece", Json::str(piece(id)))]))
+                        .map(|&(id, l)| {
+                            Json::obj(vec![
+                                ("id", Json::num(id as f64)),
+                                ("logit", Json::num(l)),
+                                ("piece", Json::str(piece(id))),
+                            ])
+                        })
                         .collect(),
                 ),
             ),
@@ -205,7 +349,10 @@ pub fn logits(path: &Path, tokens: &[u32], backend: Backend, all: bool, out: Opt
         ]);
         println!("{}", doc.render());
     } else {
-        println!("{} tokens on {backend:?} in {elapsed:.2} s; last position:", tokens.len());
+        println!(
+            "{} tokens on {backend:?} in {elapsed:.2} s; last position:",
+            tokens.len()
+        );
         println!("argmax {}", top[0].0);
         for (id, l) in top {
             println!("{id:>8} {l:>12.6} {:?}", piece(id));
@@ -221,9 +368,9 @@ fn top_k(x: &[f32], k: usize) -> Vec<(usize, f32)> {
     idx.into_iter().take(k).map(|i| (i, x[i])).collect()
 }
 
-
 pub fn synth(preset: &str, output: &Path, seed: u64) -> Result<()> {
-    let preset = Preset::from_name(preset).ok_or_else(|| Error::InvalidArgument(format!("unknown preset {preset:?}")))?;
+    let preset = Preset::from_name(preset)
+        .ok_or_else(|| Error::InvalidArgument(format!("unknown preset {preset:?}")))?;
     let t0 = Instant::now();
     let tty = std::io::stderr().is_terminal();
     let mut last_pct = u64::MAX;
@@ -236,9 +383,15 @@ pub fn synth(preset: &str, output: &Path, seed: u64) -> Result<()> {
         let gb = done as f64 / 1e9;
         let rate = gb / t0.elapsed().as_secs_f64();
         if tty {
-            eprint!("\rsynth {}: {pct:>3}% {gb:.2} GB ({rate:.2} GB/s)   ", preset.name());
+            eprint!(
+                "\rsynth {}: {pct:>3}% {gb:.2} GB ({rate:.2} GB/s)   ",
+                preset.name()
+            );
         } else if pct % 10 == 0 {
-            eprintln!("synth {}: {pct}% {gb:.2} GB ({rate:.2} GB/s)", preset.name());
+            eprintln!(
+                "synth {}: {pct}% {gb:.2} GB ({rate:.2} GB/s)",
+                preset.name()
+            );
         }
     };
     let s = glmw::synth::synth(output, preset, seed, &mut progress)?;

@@ -27,9 +27,21 @@ const KNOWN_KEY_TYPES: &[(&str, ValueType, Option<ValueType>)] = &[
     ("general.name", ValueType::Str, None),
     ("tokenizer.ggml.model", ValueType::Str, None),
     ("tokenizer.ggml.pre", ValueType::Str, None),
-    ("tokenizer.ggml.tokens", ValueType::Array, Some(ValueType::Str)),
-    ("tokenizer.ggml.merges", ValueType::Array, Some(ValueType::Str)),
-    ("tokenizer.ggml.token_type", ValueType::Array, Some(ValueType::I32)),
+    (
+        "tokenizer.ggml.tokens",
+        ValueType::Array,
+        Some(ValueType::Str),
+    ),
+    (
+        "tokenizer.ggml.merges",
+        ValueType::Array,
+        Some(ValueType::Str),
+    ),
+    (
+        "tokenizer.ggml.token_type",
+        ValueType::Array,
+        Some(ValueType::I32),
+    ),
     ("tokenizer.chat_template", ValueType::Str, None),
 ];
 
@@ -103,14 +115,23 @@ impl GgufFile {
     }
 
     fn parse(bytes: Bytes) -> Result<GgufFile> {
-        let mut c = Cursor { buf: &bytes, pos: 0 };
+        let mut c = Cursor {
+            buf: &bytes,
+            pos: 0,
+        };
         let magic = c.take(4, "magic")?;
         if magic != b"GGUF" {
-            return Err(Error::gguf(0, format!("bad magic {magic:02x?}, expected \"GGUF\"; not a GGUF file")));
+            return Err(Error::gguf(
+                0,
+                format!("bad magic {magic:02x?}, expected \"GGUF\"; not a GGUF file"),
+            ));
         }
         let version = c.u32("version")?;
         if version != 2 && version != 3 {
-            return Err(Error::gguf(4, format!("unsupported GGUF version {version} (glmw reads versions 2 and 3)")));
+            return Err(Error::gguf(
+                4,
+                format!("unsupported GGUF version {version} (glmw reads versions 2 and 3)"),
+            ));
         }
         let n_tensors = c.count("tensor count", MAX_TENSORS)?;
         let n_kv = c.count("metadata count", MAX_KV)?;
@@ -125,17 +146,28 @@ impl GgufFile {
             let value = c.value(ty, 0)?;
             check_known_type(&key, &value, ty_at)?;
             if key_index.insert(key.clone(), metadata.len()).is_some() {
-                return Err(Error::gguf(at as u64, format!("duplicate metadata key {key:?}")));
+                return Err(Error::gguf(
+                    at as u64,
+                    format!("duplicate metadata key {key:?}"),
+                ));
             }
             metadata.push((key, value));
         }
 
-        let alignment = match metadata.get(key_index.get("general.alignment").copied().unwrap_or(usize::MAX)) {
+        let alignment = match metadata.get(
+            key_index
+                .get("general.alignment")
+                .copied()
+                .unwrap_or(usize::MAX),
+        ) {
             Some((_, Value::U32(a))) => *a,
             _ => DEFAULT_ALIGNMENT,
         };
         if alignment == 0 || !alignment.is_power_of_two() {
-            return Err(Error::gguf(0, format!("general.alignment = {alignment} is not a power of two")));
+            return Err(Error::gguf(
+                0,
+                format!("general.alignment = {alignment} is not a power of two"),
+            ));
         }
 
         let mut raw = Vec::with_capacity(n_tensors as usize);
@@ -145,36 +177,62 @@ impl GgufFile {
             let name = c.string("tensor name")?;
             let n_dims = c.u32("tensor rank")?;
             if n_dims == 0 || n_dims > MAX_DIMS {
-                return Err(Error::gguf(at as u64, format!("tensor {name:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)")));
+                return Err(Error::gguf(
+                    at as u64,
+                    format!("tensor {name:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)"),
+                ));
             }
             let mut dims = Vec::with_capacity(n_dims as usize);
             for _ in 0..n_dims {
                 let d_at = c.pos;
                 let d = c.u64("tensor dimension")? as i64;
                 if d <= 0 {
-                    return Err(Error::gguf(d_at as u64, format!("tensor {name:?} has dimension {d}; dimensions must be positive")));
+                    return Err(Error::gguf(
+                        d_at as u64,
+                        format!("tensor {name:?} has dimension {d}; dimensions must be positive"),
+                    ));
                 }
                 dims.push(d as u64);
             }
             let t_at = c.pos;
             let type_id = c.u32("tensor type")?;
-            let ggml_type = GgmlType::from_id(type_id)
-                .ok_or_else(|| Error::gguf(t_at as u64, format!("tensor {name:?} has unknown ggml type id {type_id}")))?;
+            let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| {
+                Error::gguf(
+                    t_at as u64,
+                    format!("tensor {name:?} has unknown ggml type id {type_id}"),
+                )
+            })?;
             let rel = c.u64("tensor data offset")?;
-            let n_bytes = tensor_bytes(&name, &dims, ggml_type).map_err(|m| Error::gguf(at as u64, m))?;
+            let n_bytes =
+                tensor_bytes(&name, &dims, ggml_type).map_err(|m| Error::gguf(at as u64, m))?;
             if rel % alignment as u64 != 0 {
                 return Err(Error::gguf(at as u64, format!("tensor {name:?} data offset {rel} is not a multiple of the alignment {alignment}")));
             }
             if tensor_index.insert(name.clone(), raw.len()).is_some() {
-                return Err(Error::gguf(at as u64, format!("duplicate tensor name {name:?}")));
+                return Err(Error::gguf(
+                    at as u64,
+                    format!("duplicate tensor name {name:?}"),
+                ));
             }
-            raw.push((at, TensorInfo { name, dims, ggml_type, offset: rel, n_bytes }));
+            raw.push((
+                at,
+                TensorInfo {
+                    name,
+                    dims,
+                    ggml_type,
+                    offset: rel,
+                    n_bytes,
+                },
+            ));
         }
 
         let data_offset = align_up(c.pos as u64, alignment as u64);
         let file_len = bytes.len() as u64;
         if n_tensors > 0 && data_offset > file_len {
-            return Err(Error::gguf(c.pos as u64, "file ends before the tensor data section"));
+            return Err(Error::gguf(
+                c.pos as u64,
+                "file ends before the tensor data section",
+            ));
         }
         let mut tensors = Vec::with_capacity(raw.len());
         for (at, mut t) in raw {
@@ -196,7 +254,16 @@ impl GgufFile {
         }
         check_overlaps(&tensors)?;
 
-        Ok(GgufFile { bytes, version, alignment, data_offset, metadata, key_index, tensors, tensor_index })
+        Ok(GgufFile {
+            bytes,
+            version,
+            alignment,
+            data_offset,
+            metadata,
+            key_index,
+            tensors,
+            tensor_index,
+        })
     }
 
     /// All key/value pairs in file order.
@@ -242,7 +309,9 @@ impl GgufFile {
             None => Ok(None),
             Some(v) => match v.as_int() {
                 Some(i) if (0..=u32::MAX as i128).contains(&i) => Ok(Some(i as u32)),
-                Some(i) => Err(Error::Model(format!("metadata {key} = {i} is out of range for u32"))),
+                Some(i) => Err(Error::Model(format!(
+                    "metadata {key} = {i} is out of range for u32"
+                ))),
                 None => Err(wrong_type(key, "integer", v)),
             },
         }
@@ -252,7 +321,10 @@ impl GgufFile {
     pub fn get_f32(&self, key: &str) -> Result<Option<f32>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.as_f64().map(|x| Some(x as f32)).ok_or_else(|| wrong_type(key, "number", v)),
+            Some(v) => v
+                .as_f64()
+                .map(|x| Some(x as f32))
+                .ok_or_else(|| wrong_type(key, "number", v)),
         }
     }
 
@@ -267,7 +339,9 @@ impl GgufFile {
     pub fn get_str_array(&self, key: &str) -> Result<Option<Vec<&str>>> {
         match self.get(key) {
             None => Ok(None),
-            Some(Value::Array(ValueType::Str, items)) => Ok(Some(items.iter().filter_map(|v| v.as_str()).collect())),
+            Some(Value::Array(ValueType::Str, items)) => {
+                Ok(Some(items.iter().filter_map(|v| v.as_str()).collect()))
+            }
             Some(v) => Err(wrong_type(key, "array of strings", v)),
         }
     }
@@ -280,7 +354,9 @@ impl GgufFile {
                 let mut out = Vec::with_capacity(items.len());
                 for v in items {
                     match v.as_int() {
-                        Some(i) if (i32::MIN as i128..=i32::MAX as i128).contains(&i) => out.push(i as i32),
+                        Some(i) if (i32::MIN as i128..=i32::MAX as i128).contains(&i) => {
+                            out.push(i as i32)
+                        }
                         _ => return Err(wrong_type(key, "array of integers", v)),
                     }
                 }
@@ -292,7 +368,10 @@ impl GgufFile {
 }
 
 fn wrong_type(key: &str, want: &str, got: &Value) -> Error {
-    Error::Model(format!("metadata {key} should be {want}, found {}", got.value_type().name()))
+    Error::Model(format!(
+        "metadata {key} should be {want}, found {}",
+        got.value_type().name()
+    ))
 }
 
 fn check_known_type(key: &str, value: &Value, at: usize) -> Result<()> {
@@ -315,19 +394,30 @@ fn check_known_type(key: &str, value: &Value, at: usize) -> Result<()> {
         Value::Array(t, _) => format!("array of {}", t.name()),
         v => v.value_type().name().to_string(),
     };
-    Err(Error::gguf(at as u64, format!("metadata key {key:?} has type {got_s}, expected {want_s}")))
+    Err(Error::gguf(
+        at as u64,
+        format!("metadata key {key:?} has type {got_s}, expected {want_s}"),
+    ))
 }
 
 fn tensor_bytes(name: &str, dims: &[u64], ty: GgmlType) -> std::result::Result<u64, String> {
     let mut n: u64 = 1;
     for &d in dims {
-        n = n.checked_mul(d).ok_or_else(|| format!("tensor {name:?} shape {dims:?} overflows"))?;
+        n = n
+            .checked_mul(d)
+            .ok_or_else(|| format!("tensor {name:?} shape {dims:?} overflows"))?;
     }
-    let row = ty
-        .row_bytes(dims[0])
-        .ok_or_else(|| format!("tensor {name:?} first dimension {} is not a multiple of the {ty} block size {}", dims[0], ty.block_size()))?;
+    let row = ty.row_bytes(dims[0]).ok_or_else(|| {
+        format!(
+            "tensor {name:?} first dimension {} is not a multiple of the {ty} block size {}",
+            dims[0],
+            ty.block_size()
+        )
+    })?;
     let rows = n / dims[0];
-    row.checked_mul(rows).filter(|b| *b < (1u64 << 62)).ok_or_else(|| format!("tensor {name:?} shape {dims:?} overflows"))
+    row.checked_mul(rows)
+        .filter(|b| *b < (1u64 << 62))
+        .ok_or_else(|| format!("tensor {name:?} shape {dims:?} overflows"))
 }
 
 fn check_overlaps(tensors: &[TensorInfo]) -> Result<()> {
@@ -356,7 +446,9 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
-        let end = (self.pos as u64).checked_add(n).filter(|e| *e <= self.buf.len() as u64);
+        let end = (self.pos as u64)
+            .checked_add(n)
+            .filter(|e| *e <= self.buf.len() as u64);
         match end {
             Some(end) => {
                 let s = &self.buf[self.pos..end as usize];
@@ -365,7 +457,10 @@ impl<'a> Cursor<'a> {
             }
             None => Err(Error::gguf(
                 self.pos as u64,
-                format!("file truncated while reading {what} ({n} bytes needed, {} left)", self.buf.len() - self.pos),
+                format!(
+                    "file truncated while reading {what} ({n} bytes needed, {} left)",
+                    self.buf.len() - self.pos
+                ),
             )),
         }
     }
@@ -386,7 +481,10 @@ impl<'a> Cursor<'a> {
         let at = self.pos as u64;
         let n = self.u64(what)?;
         if n > cap {
-            return Err(Error::gguf(at as u64, format!("{what} {n} exceeds the limit of {cap}")));
+            return Err(Error::gguf(
+                at as u64,
+                format!("{what} {n} exceeds the limit of {cap}"),
+            ));
         }
         if n > (self.buf.len() - self.pos) as u64 {
             return Err(Error::gguf(at as u64, format!("{what} {n} is larger than the rest of the file; the file is truncated or corrupt")));
@@ -398,10 +496,14 @@ impl<'a> Cursor<'a> {
         let at = self.pos as u64;
         let len = self.u64(what)?;
         if len > MAX_STRING {
-            return Err(Error::gguf(at as u64, format!("{what} length {len} exceeds the limit of {MAX_STRING}")));
+            return Err(Error::gguf(
+                at as u64,
+                format!("{what} length {len} exceeds the limit of {MAX_STRING}"),
+            ));
         }
         let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| Error::gguf(at + 8, format!("{what} is not valid UTF-8")))
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| Error::gguf(at + 8, format!("{what} is not valid UTF-8")))
     }
 
     fn value_type(&mut self, what: &str) -> Result<ValueType> {
@@ -426,12 +528,20 @@ impl<'a> Cursor<'a> {
             ValueType::Bool => match self.arr::<1>("bool value")?[0] {
                 0 => Value::Bool(false),
                 1 => Value::Bool(true),
-                b => return Err(Error::gguf(at as u64, format!("bool value {b} is neither 0 nor 1"))),
+                b => {
+                    return Err(Error::gguf(
+                        at as u64,
+                        format!("bool value {b} is neither 0 nor 1"),
+                    ))
+                }
             },
             ValueType::Str => Value::Str(self.string("string value")?),
             ValueType::Array => {
                 if depth >= MAX_ARRAY_DEPTH {
-                    return Err(Error::gguf(at as u64, format!("arrays nested deeper than {MAX_ARRAY_DEPTH}")));
+                    return Err(Error::gguf(
+                        at as u64,
+                        format!("arrays nested deeper than {MAX_ARRAY_DEPTH}"),
+                    ));
                 }
                 let elem = self.value_type("array element type")?;
                 let n = self.count("array length", MAX_ARRAY)?;

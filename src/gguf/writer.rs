@@ -21,7 +21,11 @@ pub struct TensorSpec {
 
 impl TensorSpec {
     pub fn new(name: impl Into<String>, dims: &[u64], ggml_type: GgmlType) -> TensorSpec {
-        TensorSpec { name: name.into(), dims: dims.to_vec(), ggml_type }
+        TensorSpec {
+            name: name.into(),
+            dims: dims.to_vec(),
+            ggml_type,
+        }
     }
     pub fn n_elements(&self) -> u64 {
         self.dims.iter().product()
@@ -31,7 +35,12 @@ impl TensorSpec {
         self.ggml_type
             .row_bytes(self.dims[0])
             .map(|r| r * rows)
-            .ok_or_else(|| Error::InvalidArgument(format!("tensor {}: ne0 {} is not a multiple of the {} block size", self.name, self.dims[0], self.ggml_type)))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "tensor {}: ne0 {} is not a multiple of the {} block size",
+                    self.name, self.dims[0], self.ggml_type
+                ))
+            })
     }
 }
 
@@ -48,21 +57,46 @@ pub struct GgufWriter<W: Write> {
 impl GgufWriter<BufWriter<File>> {
     /// Create `path` and write the header. `general.alignment` is taken from
     /// `metadata` when present.
-    pub fn create(path: impl AsRef<Path>, metadata: &[(String, Value)], tensors: &[TensorSpec]) -> Result<Self> {
+    pub fn create(
+        path: impl AsRef<Path>,
+        metadata: &[(String, Value)],
+        tensors: &[TensorSpec],
+    ) -> Result<Self> {
         let shown = path.as_ref().display().to_string();
         let f = File::create(path.as_ref()).map_err(|e| Error::io(&shown, e))?;
-        GgufWriter::new(BufWriter::with_capacity(1 << 20, f), shown, metadata, tensors)
+        GgufWriter::new(
+            BufWriter::with_capacity(1 << 20, f),
+            shown,
+            metadata,
+            tensors,
+        )
     }
 }
 
 impl<W: Write> GgufWriter<W> {
-    pub fn new(out: W, path: String, metadata: &[(String, Value)], tensors: &[TensorSpec]) -> Result<Self> {
+    pub fn new(
+        out: W,
+        path: String,
+        metadata: &[(String, Value)],
+        tensors: &[TensorSpec],
+    ) -> Result<Self> {
         let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
             Some((_, Value::U32(a))) if a.is_power_of_two() => *a as u64,
-            Some(_) => return Err(Error::InvalidArgument("general.alignment must be a u32 power of two".into())),
+            Some(_) => {
+                return Err(Error::InvalidArgument(
+                    "general.alignment must be a u32 power of two".into(),
+                ))
+            }
             None => DEFAULT_ALIGNMENT as u64,
         };
-        let mut w = GgufWriter { out, path, sizes: Vec::new(), alignment, current: 0, written: 0 };
+        let mut w = GgufWriter {
+            out,
+            path,
+            sizes: Vec::new(),
+            alignment,
+            current: 0,
+            written: 0,
+        };
         let mut h = Vec::new();
         h.extend_from_slice(b"GGUF");
         h.extend_from_slice(&3u32.to_le_bytes());
@@ -102,7 +136,9 @@ impl<W: Write> GgufWriter<W> {
     pub fn write_data(&mut self, mut chunk: &[u8]) -> Result<()> {
         while !chunk.is_empty() {
             let Some((name, size)) = self.sizes.get(self.current).cloned() else {
-                return Err(Error::InvalidArgument("more tensor data written than the specs describe".into()));
+                return Err(Error::InvalidArgument(
+                    "more tensor data written than the specs describe".into(),
+                ));
             };
             let n = ((size - self.written) as usize).min(chunk.len());
             self.put(&chunk[..n])?;
@@ -171,4 +207,3 @@ fn put_value(h: &mut Vec<u8>, v: &Value) -> Result<()> {
     }
     Ok(())
 }
-

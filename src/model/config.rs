@@ -108,10 +108,15 @@ impl Config {
             Some(t) => t.len(),
             None => match f.get_u32(&k("vocab_size"))? {
                 Some(v) => v as usize,
-                None => f.tensor("token_embd.weight").map(|t| t.ne(1) as usize).unwrap_or(0),
+                None => f
+                    .tensor("token_embd.weight")
+                    .map(|t| t.ne(1) as usize)
+                    .unwrap_or(0),
             },
         };
-        if f.get(&k("attention.key_length_mla")).is_none() || f.get(&k("attention.value_length_mla")).is_none() {
+        if f.get(&k("attention.key_length_mla")).is_none()
+            || f.get(&k("attention.value_length_mla")).is_none()
+        {
             return Err(Error::Unsupported(
                 "a legacy deepseek2 file without attention.key_length_mla (non-MLA attn_kv_b layout); \
                  re-convert it with a current llama.cpp"
@@ -126,7 +131,12 @@ impl Config {
         let gating = match f.get_u32(&k("expert_gating_func"))? {
             Some(1) => Gating::Softmax,
             Some(2) => Gating::Sigmoid,
-            Some(v) => return Err(Error::Unsupported(format!("{} = {v} (1 softmax and 2 sigmoid are known)", k("expert_gating_func")))),
+            Some(v) => {
+                return Err(Error::Unsupported(format!(
+                    "{} = {v} (1 softmax and 2 sigmoid are known)",
+                    k("expert_gating_func")
+                )))
+            }
             // llama.cpp PR #18980: GLM-4.7-Flash files carry no key and need sigmoid.
             None if (n_layer == 47 || n_layer == 48) && n_vocab == 154880 => Gating::Sigmoid,
             None => Gating::Softmax,
@@ -136,22 +146,35 @@ impl Config {
             None | Some("none") | Some("linear") => {
                 let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(0.0);
                 if factor != 0.0 && factor != 1.0 {
-                    return Err(Error::Unsupported(format!("linear RoPE scaling with factor {factor}")));
+                    return Err(Error::Unsupported(format!(
+                        "linear RoPE scaling with factor {factor}"
+                    )));
                 }
                 None
             }
             Some("yarn") => {
                 let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(1.0);
                 if !(factor >= 1.0 && factor.is_finite()) {
-                    return Err(Error::Model(format!("rope.scaling.factor {factor} must be >= 1")));
+                    return Err(Error::Model(format!(
+                        "rope.scaling.factor {factor} must be >= 1"
+                    )));
                 }
                 Some(Yarn {
                     freq_scale: 1.0 / factor,
-                    n_ctx_orig: f.get_u32(&k("rope.scaling.original_context_length"))?.unwrap_or(0),
-                    beta_fast: f.get_f32(&k("rope.scaling.yarn_beta_fast"))?.unwrap_or(32.0),
+                    n_ctx_orig: f
+                        .get_u32(&k("rope.scaling.original_context_length"))?
+                        .unwrap_or(0),
+                    beta_fast: f
+                        .get_f32(&k("rope.scaling.yarn_beta_fast"))?
+                        .unwrap_or(32.0),
                     beta_slow: f.get_f32(&k("rope.scaling.yarn_beta_slow"))?.unwrap_or(1.0),
-                    ext_factor: f.get_f32(&k("rope.scaling.yarn_ext_factor"))?.filter(|v| *v >= 0.0).unwrap_or(1.0),
-                    log_mul: f.get_f32(&k("rope.scaling.yarn_log_multiplier"))?.unwrap_or(0.0),
+                    ext_factor: f
+                        .get_f32(&k("rope.scaling.yarn_ext_factor"))?
+                        .filter(|v| *v >= 0.0)
+                        .unwrap_or(1.0),
+                    log_mul: f
+                        .get_f32(&k("rope.scaling.yarn_log_multiplier"))?
+                        .unwrap_or(0.0),
                 })
             }
             Some(other) => return Err(Error::Unsupported(format!("RoPE scaling type {other:?}"))),
@@ -179,7 +202,9 @@ impl Config {
             gating,
             rope_freq_base: f.get_f32(&k("rope.freq_base"))?.unwrap_or(10000.0),
             yarn,
-            rms_eps: f.get_f32(&k("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-6),
+            rms_eps: f
+                .get_f32(&k("attention.layer_norm_rms_epsilon"))?
+                .unwrap_or(1e-6),
             n_nextn: opt("nextn_predict_layers", 0)?,
             arch,
         };
@@ -213,7 +238,10 @@ impl Config {
             ));
         }
         if self.n_layer_dense_lead > self.n_layer {
-            return bad(format!("leading_dense_block_count {} exceeds block_count {}", self.n_layer_dense_lead, self.n_layer));
+            return bad(format!(
+                "leading_dense_block_count {} exceeds block_count {}",
+                self.n_layer_dense_lead, self.n_layer
+            ));
         }
         if self.n_layer_dense_lead > 0 && self.n_ff == 0 {
             return bad("dense blocks need feed_forward_length".into());
@@ -223,17 +251,26 @@ impl Config {
                 return bad("MoE blocks need expert_count".into());
             }
             if self.n_expert_used == 0 || self.n_expert_used > self.n_expert {
-                return bad(format!("expert_used_count {} must be in 1..={}", self.n_expert_used, self.n_expert));
+                return bad(format!(
+                    "expert_used_count {} must be in 1..={}",
+                    self.n_expert_used, self.n_expert
+                ));
             }
             if self.n_ff_exp == 0 {
                 return bad("MoE blocks need expert_feed_forward_length".into());
             }
         }
         if !(self.rms_eps > 0.0 && self.rms_eps < 1.0) {
-            return bad(format!("layer_norm_rms_epsilon {} out of range", self.rms_eps));
+            return bad(format!(
+                "layer_norm_rms_epsilon {} out of range",
+                self.rms_eps
+            ));
         }
         if !(self.rope_freq_base > 0.0 && self.rope_freq_base.is_finite()) {
-            return bad(format!("rope.freq_base {} must be positive", self.rope_freq_base));
+            return bad(format!(
+                "rope.freq_base {} must be positive",
+                self.rope_freq_base
+            ));
         }
         Ok(())
     }

@@ -26,6 +26,10 @@ impl Model {
     pub fn from_gguf(file: GgufFile) -> Result<Model> {
         let config = Config::from_gguf(&file)?;
         let weights = Weights::from_gguf(&file, &config)?;
-        Ok(Model { file, config, weights })
+        Ok(Model {
+            file,
+            config,
+            weights,
+        })
     }
 }

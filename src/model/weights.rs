@@ -11,8 +11,14 @@ use crate::quant::GgmlType;
 /// The query projection: low-rank (GLM-4.7-Flash) or direct (DeepSeek-V2-Lite).
 #[derive(Clone, Debug)]
 pub enum QProj {
-    Lora { q_a: TensorInfo, q_a_norm: TensorInfo, q_b: TensorInfo },
-    Direct { q: TensorInfo },
+    Lora {
+        q_a: TensorInfo,
+        q_a_norm: TensorInfo,
+        q_b: TensorInfo,
+    },
+    Direct {
+        q: TensorInfo,
+    },
 }
 
 /// Routed experts' gate and up projections, separate or merged (newer
@@ -85,10 +91,16 @@ impl Lookup<'_> {
             got.pop();
         }
         if got != want {
-            return Err(Error::Model(format!("tensor {name} has shape {:?}, expected {want:?}", t.dims)));
+            return Err(Error::Model(format!(
+                "tensor {name} has shape {:?}, expected {want:?}",
+                t.dims
+            )));
         }
         if !t.ggml_type.can_dequantize() {
-            return Err(Error::Unsupported(format!("tensor {name} has quant type {}", t.ggml_type)));
+            return Err(Error::Unsupported(format!(
+                "tensor {name} has quant type {}",
+                t.ggml_type
+            )));
         }
         Ok(t.clone())
     }
@@ -98,7 +110,10 @@ impl Lookup<'_> {
     fn get_f32(&self, name: &str, dims: &[usize]) -> Result<TensorInfo> {
         let t = self.get(name, dims)?;
         if t.ggml_type != GgmlType::F32 {
-            return Err(Error::Unsupported(format!("tensor {name} is {}, expected F32", t.ggml_type)));
+            return Err(Error::Unsupported(format!(
+                "tensor {name} is {}, expected F32",
+                t.ggml_type
+            )));
         }
         Ok(t)
     }
@@ -114,8 +129,15 @@ impl Weights {
             token_embd.clone()
         };
         let output_norm = l.get_f32("output_norm.weight", &[c.n_embd])?;
-        let layers = (0..c.n_layer).map(|il| layer(&l, c, il)).collect::<Result<Vec<_>>>()?;
-        Ok(Weights { token_embd, output_norm, output, layers })
+        let layers = (0..c.n_layer)
+            .map(|il| layer(&l, c, il))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Weights {
+            token_embd,
+            output_norm,
+            output,
+            layers,
+        })
     }
 }
 
@@ -129,11 +151,18 @@ fn layer(l: &Lookup, c: &Config, il: usize) -> Result<LayerWeights> {
             q_b: l.get(&n("attn_q_b"), &[c.n_lora_q, c.n_head * n_qk])?,
         }
     } else {
-        QProj::Direct { q: l.get(&n("attn_q"), &[c.n_embd, c.n_head * n_qk])? }
+        QProj::Direct {
+            q: l.get(&n("attn_q"), &[c.n_embd, c.n_head * n_qk])?,
+        }
     };
     let ffn = if c.is_moe_layer(il) {
         let gate_up_exps = if l.has(&n("ffn_gate_up_exps")) {
-            ExpertsGateUp::Merged { gate_up: l.get(&n("ffn_gate_up_exps"), &[c.n_embd, 2 * c.n_ff_exp, c.n_expert])? }
+            ExpertsGateUp::Merged {
+                gate_up: l.get(
+                    &n("ffn_gate_up_exps"),
+                    &[c.n_embd, 2 * c.n_ff_exp, c.n_expert],
+                )?,
+            }
         } else {
             ExpertsGateUp::Separate {
                 gate: l.get(&n("ffn_gate_exps"), &[c.n_embd, c.n_ff_exp, c.n_expert])?,
@@ -153,7 +182,11 @@ fn layer(l: &Lookup, c: &Config, il: usize) -> Result<LayerWeights> {
         let bias = format!("blk.{il}.exp_probs_b.bias");
         Ffn::Moe {
             gate_inp: l.get_f32(&n("ffn_gate_inp"), &[c.n_embd, c.n_expert])?,
-            exp_probs_b: if l.has(&bias) { Some(l.get_f32(&bias, &[c.n_expert])?) } else { None },
+            exp_probs_b: if l.has(&bias) {
+                Some(l.get_f32(&bias, &[c.n_expert])?)
+            } else {
+                None
+            },
             gate_up_exps,
             down_exps: l.get(&n("ffn_down_exps"), &[c.n_ff_exp, c.n_embd, c.n_expert])?,
             shared,
@@ -170,7 +203,10 @@ fn layer(l: &Lookup, c: &Config, il: usize) -> Result<LayerWeights> {
         q,
         kv_a_mqa: l.get(&n("attn_kv_a_mqa"), &[c.n_embd, c.kv_row()])?,
         kv_a_norm: l.get_f32(&n("attn_kv_a_norm"), &[c.n_lora_kv])?,
-        k_b: l.get(&n("attn_k_b"), &[c.n_embd_head_qk_nope, c.n_lora_kv, c.n_head])?,
+        k_b: l.get(
+            &n("attn_k_b"),
+            &[c.n_embd_head_qk_nope, c.n_lora_kv, c.n_head],
+        )?,
         v_b: l.get(&n("attn_v_b"), &[c.n_lora_kv, c.n_embd_head_v, c.n_head])?,
         attn_output: l.get(&n("attn_output"), &[c.n_head * c.n_embd_head_v, c.n_embd])?,
         ffn_norm: l.get_f32(&n("ffn_norm"), &[c.n_embd])?,

@@ -176,6 +176,14 @@ pub(super) fn dequant_iq4_xs(b: &[u8; IQ4_XS_BYTES], y: &mut [f32; QK_K]) {
 }
 
 // ---------------------------------------------------------------- encoders
+//
+// ggml's scale searches sum f32 products serially, and each pass is short
+// (16 or 32 elements), so a scalar port is bound by add latency (~20 µs per
+// super-block). The sub-blocks of a super-block are independent, so the
+// searches below run all of them side by side, one lane per sub-block
+// (`xt[i][j]` = element i of sub-block j). Within a lane every operation is
+// ggml's, in ggml's order, so the chosen scales and levels are the ones
+// ggml's reference quantizer picks; only the lanes interleave.
 
 /// ggml's `nearest_int`: adding 1.5 * 2^23 leaves round-half-to-even of
 /// `fval` in the low mantissa bits. The clamp keeps ggml's asserted domain
@@ -186,85 +194,145 @@ fn nearest_int(fval: f32) -> i32 {
     (val.to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
 }
 
-/// ggml's `make_qkx2_quants` for one 32-element sub-block (squared error):
-/// searches the scale so that `x ≈ scale*L - the_min`, L in 0..=nmax.
-/// Returns (scale, the_min).
-#[allow(clippy::too_many_arguments)]
-fn make_qkx2_quants(
-    x: &[f32],
-    weights: &[f32; 32],
-    nmax: i32,
-    l_out: &mut [u8],
-    laux: &mut [u8; 32],
+/// `clamp(nearest_int(v), lo, hi)` as an f32, for integer `lo`/`hi`.
+/// Clamping before rounding gives the same result (rounding is monotone and
+/// fixes integers) and keeps everything in f32 so the lane loops vectorize.
+/// `max`/`min` also map NaN to `lo`.
+#[inline(always)]
+fn round_clamped(v: f32, lo: f32, hi: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (v.max(lo).min(hi) + MAGIC) - MAGIC
+}
+
+/// ggml's `make_qkx2_quants` (squared error, no MAD) on the eight 32-element
+/// sub-blocks of a super-block at once: finds per sub-block `scale` and
+/// `the_min` so that `x ≈ scale*L - the_min` with integer L in 0..=nmax.
+/// Levels are returned in `lt` (as f32, transposed like `xt`).
+struct Qkx2 {
+    nmax: f32,
     rmin: f32,
     rdelta: f32,
     nstep: i32,
-) -> (f32, f32) {
-    let n = 32;
-    let mut min = x[0];
-    let mut max = x[0];
-    let mut sum_w = weights[0];
-    let mut sum_x = sum_w * x[0];
-    for i in 1..n {
-        if x[i] < min {
-            min = x[i];
+}
+
+impl Qkx2 {
+    fn run(
+        &self,
+        xt: &[[f32; 8]; 32],
+        wt: &[[f32; 8]; 32],
+        lt: &mut [[f32; 8]; 32],
+    ) -> ([f32; 8], [f32; 8]) {
+        let nmax = self.nmax;
+        let mut min = xt[0];
+        let mut max = xt[0];
+        let mut sum_w = wt[0];
+        let mut sum_x = [0.0f32; 8];
+        for j in 0..8 {
+            sum_x[j] = sum_w[j] * xt[0][j];
         }
-        if x[i] > max {
-            max = x[i];
-        }
-        let w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if min > 0.0 {
-        min = 0.0;
-    }
-    if max == min {
-        l_out[..n].fill(0);
-        return (0.0, -min);
-    }
-    let mut iscale = nmax as f32 / (max - min);
-    let mut scale = 1.0 / iscale;
-    let mut best = 0.0f32;
-    for i in 0..n {
-        let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-        l_out[i] = l as u8;
-        let diff = scale * l as f32 + min - x[i];
-        best += weights[i] * (diff * diff);
-    }
-    for is in 0..=nstep {
-        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
-        for i in 0..n {
-            let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-            laux[i] = l as u8;
-            let (w, lf) = (weights[i], l as f32);
-            sum_l += w * lf;
-            sum_l2 += w * lf * lf;
-            sum_xl += w * lf * x[i];
-        }
-        let det = sum_w * sum_l2 - sum_l * sum_l;
-        if det > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
-            }
-            let mut cur = 0.0f32;
-            for i in 0..n {
-                let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                cur += weights[i] * (diff * diff);
-            }
-            if cur < best {
-                l_out[..n].copy_from_slice(&laux[..]);
-                best = cur;
-                scale = this_scale;
-                min = this_min;
+        for i in 1..32 {
+            for j in 0..8 {
+                let x = xt[i][j];
+                if x < min[j] {
+                    min[j] = x;
+                }
+                if x > max[j] {
+                    max[j] = x;
+                }
+                sum_w[j] += wt[i][j];
+                sum_x[j] += wt[i][j] * x;
             }
         }
+        let mut iscale = [0.0f32; 8];
+        let mut scale = [0.0f32; 8];
+        for j in 0..8 {
+            if min[j] > 0.0 {
+                min[j] = 0.0;
+            }
+            iscale[j] = nmax / (max[j] - min[j]);
+            scale[j] = 1.0 / iscale[j];
+        }
+        // Lanes with max == min get ggml's early return at the end; until
+        // then they compute harmless NaNs/infs that are never used.
+        let flat: [bool; 8] = std::array::from_fn(|j| max[j] == min[j]);
+
+        let mut best = [0.0f32; 8];
+        for i in 0..32 {
+            for j in 0..8 {
+                let x = xt[i][j];
+                let l = round_clamped(iscale[j] * (x - min[j]), 0.0, nmax);
+                lt[i][j] = l;
+                let diff = scale[j] * l + min[j] - x;
+                best[j] += wt[i][j] * (diff * diff);
+            }
+        }
+        let mut laux = [[0.0f32; 8]; 32];
+        for is in 0..=self.nstep {
+            let step = self.rmin + self.rdelta * is as f32 + nmax;
+            for j in 0..8 {
+                // ggml divides by (max - min) with the *current* min, which
+                // an accepted step below may have changed.
+                iscale[j] = step / (max[j] - min[j]);
+            }
+            let (mut sum_l, mut sum_l2, mut sum_xl) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+            for i in 0..32 {
+                for j in 0..8 {
+                    let x = xt[i][j];
+                    let l = round_clamped(iscale[j] * (x - min[j]), 0.0, nmax);
+                    laux[i][j] = l;
+                    let w = wt[i][j];
+                    sum_l[j] += w * l;
+                    sum_l2[j] += w * l * l;
+                    sum_xl[j] += w * l * x;
+                }
+            }
+            let mut ok = [false; 8];
+            let (mut this_scale, mut this_min) = ([0.0f32; 8], [0.0f32; 8]);
+            for j in 0..8 {
+                let det = sum_w[j] * sum_l2[j] - sum_l[j] * sum_l[j];
+                ok[j] = det > 0.0;
+                this_scale[j] = (sum_w[j] * sum_xl[j] - sum_x[j] * sum_l[j]) / det;
+                this_min[j] = (sum_l2[j] * sum_x[j] - sum_l[j] * sum_xl[j]) / det;
+                if this_min[j] > 0.0 {
+                    this_min[j] = 0.0;
+                    this_scale[j] = sum_xl[j] / sum_l2[j];
+                }
+            }
+            let mut cur = [0.0f32; 8];
+            for i in 0..32 {
+                for j in 0..8 {
+                    let diff = this_scale[j] * laux[i][j] + this_min[j] - xt[i][j];
+                    cur[j] += wt[i][j] * (diff * diff);
+                }
+            }
+            let take: [bool; 8] = std::array::from_fn(|j| ok[j] && cur[j] < best[j]);
+            if take.contains(&true) {
+                for j in 0..8 {
+                    if take[j] {
+                        best[j] = cur[j];
+                        scale[j] = this_scale[j];
+                        min[j] = this_min[j];
+                    }
+                }
+                for i in 0..32 {
+                    for j in 0..8 {
+                        if take[j] {
+                            lt[i][j] = laux[i][j];
+                        }
+                    }
+                }
+            }
+        }
+        for j in 0..8 {
+            if flat[j] {
+                scale[j] = 0.0;
+                for row in lt.iter_mut() {
+                    row[j] = 0.0;
+                }
+            }
+        }
+        (scale, min.map(|m| -m))
     }
-    (scale, -min)
 }
 
 /// The part Q4_K and Q5_K share: per-sub-block scale/min search, the 12
@@ -273,31 +341,40 @@ fn make_qkx2_quants(
 /// Returns (d, dmin) as f16 bits.
 fn quant_scale_min_k(
     x: &[f32; QK_K],
-    nmax: i32,
-    rmin: f32,
-    nstep: i32,
+    search: &Qkx2,
     l_out: &mut [u8; QK_K],
     packed: &mut [u8; 12],
 ) -> (u16, u16) {
-    let mut scales = [0.0f32; 8];
-    let mut mins = [0.0f32; 8];
-    let mut weights = [0.0f32; 32];
-    let mut laux = [0u8; 32];
+    let mut xt = [[0.0f32; 8]; 32];
+    for j in 0..8 {
+        for i in 0..32 {
+            xt[i][j] = x[32 * j + i];
+        }
+    }
+    // ggml's weights: rms of the sub-block plus |x|.
+    let mut sum_x2 = [0.0f32; 8];
+    for row in &xt {
+        for j in 0..8 {
+            sum_x2[j] += row[j] * row[j];
+        }
+    }
+    let av_x = sum_x2.map(|s| (s / 32.0).sqrt());
+    let mut wt = [[0.0f32; 8]; 32];
+    for i in 0..32 {
+        for j in 0..8 {
+            wt[i][j] = av_x[j] + xt[i][j].abs();
+        }
+    }
+    let mut lt = [[0.0f32; 8]; 32];
+    let (scales, mins) = search.run(&xt, &wt, &mut lt);
+    for j in 0..8 {
+        for i in 0..32 {
+            l_out[32 * j + i] = lt[i][j] as u8;
+        }
+    }
     let mut max_scale = 0.0f32;
     let mut max_min = 0.0f32;
     for j in 0..8 {
-        let xs = &x[32 * j..32 * j + 32];
-        let mut sum_x2 = 0.0f32;
-        for &v in xs {
-            sum_x2 += v * v;
-        }
-        let av_x = (sum_x2 / 32.0).sqrt();
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = av_x + v.abs();
-        }
-        let ls = &mut l_out[32 * j..32 * j + 32];
-        (scales[j], mins[j]) =
-            make_qkx2_quants(xs, &weights, nmax, ls, &mut laux, rmin, 0.1, nstep);
         if scales[j] > max_scale {
             max_scale = scales[j];
         }
@@ -337,16 +414,23 @@ fn quant_scale_min_k(
         }
         let dm = dminq * m as f32;
         for ii in 0..32 {
-            l_out[32 * j + ii] = nearest_int((x[32 * j + ii] + dm) / d).clamp(0, nmax) as u8;
+            let l = round_clamped((x[32 * j + ii] + dm) / d, 0.0, search.nmax);
+            l_out[32 * j + ii] = l as u8;
         }
     }
     (d16, dmin16)
 }
 
 pub(super) fn quant_q4_k(x: &[f32; QK_K], b: &mut [u8; Q4_K_BYTES]) {
+    const SEARCH: Qkx2 = Qkx2 {
+        nmax: 15.0,
+        rmin: -1.0,
+        rdelta: 0.1,
+        nstep: 20,
+    };
     let mut l = [0u8; QK_K];
     let mut packed = [0u8; 12];
-    let (d, dmin) = quant_scale_min_k(x, 15, -1.0, 20, &mut l, &mut packed);
+    let (d, dmin) = quant_scale_min_k(x, &SEARCH, &mut l, &mut packed);
     b[0..2].copy_from_slice(&d.to_le_bytes());
     b[2..4].copy_from_slice(&dmin.to_le_bytes());
     b[4..16].copy_from_slice(&packed);
@@ -358,9 +442,15 @@ pub(super) fn quant_q4_k(x: &[f32; QK_K], b: &mut [u8; Q4_K_BYTES]) {
 }
 
 pub(super) fn quant_q5_k(x: &[f32; QK_K], b: &mut [u8; Q5_K_BYTES]) {
+    const SEARCH: Qkx2 = Qkx2 {
+        nmax: 31.0,
+        rmin: -0.5,
+        rdelta: 0.1,
+        nstep: 15,
+    };
     let mut l = [0u8; QK_K];
     let mut packed = [0u8; 12];
-    let (d, dmin) = quant_scale_min_k(x, 31, -0.5, 15, &mut l, &mut packed);
+    let (d, dmin) = quant_scale_min_k(x, &SEARCH, &mut l, &mut packed);
     b[0..2].copy_from_slice(&d.to_le_bytes());
     b[2..4].copy_from_slice(&dmin.to_le_bytes());
     b[4..16].copy_from_slice(&packed);
@@ -380,66 +470,108 @@ pub(super) fn quant_q5_k(x: &[f32; QK_K], b: &mut [u8; Q5_K_BYTES]) {
     }
 }
 
-/// ggml's `make_qx_quants` with rmse_type 1 (weights x²) and no importance
-/// weights, for one 16-element sub-block. Levels are stored offset by nmax;
-/// the returned scale is signed so that `x ≈ scale * (L - nmax)`.
-fn make_qx_quants(x: &[f32], nmax: i32, l_out: &mut [u8]) -> f32 {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
+/// ggml's `make_qx_quants(16, 32, x, L, rmse_type = 1, NULL)` (weights x²)
+/// on the sixteen 16-element sub-blocks of a Q6_K super-block at once.
+/// Levels come back offset by 32 (0..=63) in `lt`; the returned scales are
+/// signed so that `x ≈ scale * (L - 32)`.
+fn make_qx_quants_x16(xt: &[[f32; 16]; 16], lt: &mut [[f32; 16]; 16]) -> [f32; 16] {
+    const NMAX: f32 = 32.0;
+    let mut max = [0.0f32; 16];
+    let mut amax = [0.0f32; 16];
+    for row in xt {
+        for j in 0..16 {
+            let ax = row[j].abs();
+            if ax > amax[j] {
+                amax[j] = ax;
+                max[j] = row[j];
+            }
         }
     }
-    if amax < GROUP_MAX_EPS {
-        l_out[..x.len()].fill(0);
-        return 0.0;
-    }
-    let nmaxf = nmax as f32;
-    let sums = |iscale: f32| {
-        let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
-        for &v in x {
-            let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
-            let w = v * v;
-            sumlx += w * v * l;
-            suml2 += w * l * l;
+    // One pass at inverse scale `iscale`: levels (unoffset) and the sums.
+    let pass = |iscale: &[f32; 16], laux: &mut [[f32; 16]; 16]| {
+        let (mut sumlx, mut suml2) = ([0.0f32; 16], [0.0f32; 16]);
+        for i in 0..16 {
+            for j in 0..16 {
+                let x = xt[i][j];
+                let l = round_clamped(iscale[j] * x, -NMAX, NMAX - 1.0);
+                laux[i][j] = l;
+                let w = x * x;
+                sumlx[j] += w * x * l;
+                suml2[j] += w * l * l;
+            }
         }
         (sumlx, suml2)
     };
-    let fill = |iscale: f32, l_out: &mut [u8]| {
-        for (o, &v) in l_out.iter_mut().zip(x) {
-            *o = (nearest_int(iscale * v).clamp(-nmax, nmax - 1) + nmax) as u8;
+    let iscale: [f32; 16] = std::array::from_fn(|j| -NMAX / max[j]);
+    let (sumlx, suml2) = pass(&iscale, lt);
+    let mut scale: [f32; 16] = std::array::from_fn(|j| {
+        if suml2[j] != 0.0 {
+            sumlx[j] / suml2[j]
+        } else {
+            0.0
         }
-    };
-    let iscale = -nmaxf / max;
-    fill(iscale, l_out);
-    let (sumlx, suml2) = sums(iscale);
-    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
-    let mut best = scale * sumlx;
+    });
+    let mut best: [f32; 16] = std::array::from_fn(|j| scale[j] * sumlx[j]);
+    let mut laux = [[0.0f32; 16]; 16];
     for is in -9..=9 {
         if is == 0 {
             continue;
         }
-        let iscale = -(nmaxf + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = sums(iscale);
-        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            fill(iscale, l_out);
-            scale = sumlx / suml2;
-            best = scale * sumlx;
+        let step = NMAX + 0.1 * is as f32;
+        let iscale: [f32; 16] = std::array::from_fn(|j| -step / max[j]);
+        let (sumlx, suml2) = pass(&iscale, &mut laux);
+        let take: [bool; 16] =
+            std::array::from_fn(|j| suml2[j] > 0.0 && sumlx[j] * sumlx[j] > best[j] * suml2[j]);
+        if take.contains(&true) {
+            for j in 0..16 {
+                if take[j] {
+                    scale[j] = sumlx[j] / suml2[j];
+                    best[j] = scale[j] * sumlx[j];
+                }
+            }
+            for i in 0..16 {
+                for j in 0..16 {
+                    if take[j] {
+                        lt[i][j] = laux[i][j];
+                    }
+                }
+            }
+        }
+    }
+    for j in 0..16 {
+        if amax[j] < GROUP_MAX_EPS {
+            scale[j] = 0.0; // ggml's all-zero early return: L = 0
+            for row in lt.iter_mut() {
+                row[j] = -NMAX;
+            }
+        }
+    }
+    for row in lt.iter_mut() {
+        for v in row.iter_mut() {
+            *v += NMAX;
         }
     }
     scale
 }
 
 pub(super) fn quant_q6_k(x: &[f32; QK_K], b: &mut [u8; Q6_K_BYTES]) {
+    let mut xt = [[0.0f32; 16]; 16];
+    for j in 0..16 {
+        for i in 0..16 {
+            xt[i][j] = x[16 * j + i];
+        }
+    }
+    let mut lt = [[0.0f32; 16]; 16];
+    let scales = make_qx_quants_x16(&xt, &mut lt);
     let mut l = [0u8; QK_K];
-    let mut scales = [0.0f32; 16];
+    for j in 0..16 {
+        for i in 0..16 {
+            l[16 * j + i] = lt[i][j] as u8;
+        }
+    }
     let mut max_scale = 0.0f32;
     let mut max_abs_scale = 0.0f32;
-    for ib in 0..16 {
-        let s = make_qx_quants(&x[16 * ib..16 * ib + 16], 32, &mut l[16 * ib..16 * ib + 16]);
-        scales[ib] = s;
+    for &s in &scales {
         if s.abs() > max_abs_scale {
             max_abs_scale = s.abs();
             max_scale = s;
@@ -463,7 +595,8 @@ pub(super) fn quant_q6_k(x: &[f32; QK_K], b: &mut [u8; Q6_K_BYTES]) {
             continue;
         }
         for ii in 0..16 {
-            l[16 * j + ii] = (nearest_int(x[16 * j + ii] / d).clamp(-32, 31) + 32) as u8;
+            let q = round_clamped(x[16 * j + ii] / d, -32.0, 31.0);
+            l[16 * j + ii] = (q + 32.0) as u8;
         }
     }
     b[208..210].copy_from_slice(&d16.to_le_bytes());

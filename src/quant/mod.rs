@@ -88,19 +88,30 @@ impl GgmlType {
         if let Some(row) = TABLE.iter().find(|r| r.1 == id) {
             return Some(row.0);
         }
-        OTHER_GEOMETRY.iter().find(|r| r.0 == id).map(|_| GgmlType::Other(id))
+        OTHER_GEOMETRY
+            .iter()
+            .find(|r| r.0 == id)
+            .map(|_| GgmlType::Other(id))
     }
 
     pub fn id(self) -> u32 {
         match self {
             GgmlType::Other(id) => id,
-            t => TABLE.iter().find(|r| r.0 == t).map(|r| r.1).expect("every named type is in TABLE"),
+            t => TABLE
+                .iter()
+                .find(|r| r.0 == t)
+                .map(|r| r.1)
+                .expect("every named type is in TABLE"),
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            GgmlType::Other(id) => OTHER_GEOMETRY.iter().find(|r| r.0 == id).map(|r| r.1).unwrap_or("?"),
+            GgmlType::Other(id) => OTHER_GEOMETRY
+                .iter()
+                .find(|r| r.0 == id)
+                .map(|r| r.1)
+                .unwrap_or("?"),
             t => TABLE.iter().find(|r| r.0 == t).map(|r| r.2).unwrap_or("?"),
         }
     }
@@ -122,7 +133,11 @@ impl GgmlType {
                 .find(|r| r.0 == id)
                 .map(|r| (r.2, r.3))
                 .expect("Other ids come from OTHER_GEOMETRY"),
-            t => TABLE.iter().find(|r| r.0 == t).map(|r| (r.3, r.4)).expect("in TABLE"),
+            t => TABLE
+                .iter()
+                .find(|r| r.0 == t)
+                .map(|r| (r.3, r.4))
+                .expect("in TABLE"),
         }
     }
 

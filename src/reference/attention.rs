@@ -25,8 +25,13 @@ pub(super) fn mla(r: &mut Reference, il: usize, h: &[f32], q: &[f32]) -> Result<
     let c = &m.config;
     let f = &m.file;
     let lw = &m.weights.layers[il];
-    let (n_head, n_nope, n_rope, n_kv, n_v) =
-        (c.n_head, c.n_embd_head_qk_nope, c.n_embd_head_qk_rope, c.n_lora_kv, c.n_embd_head_v);
+    let (n_head, n_nope, n_rope, n_kv, n_v) = (
+        c.n_head,
+        c.n_embd_head_qk_nope,
+        c.n_embd_head_qk_rope,
+        c.n_lora_kv,
+        c.n_embd_head_v,
+    );
     let n_qk = n_nope + n_rope;
     let row = c.kv_row();
 
@@ -105,7 +110,11 @@ pub(super) fn mla(r: &mut Reference, il: usize, h: &[f32], q: &[f32]) -> Result<
                 }
                 ops::softmax(&mut s);
                 for (d, out) in v_heads[hd * n_v..(hd + 1) * n_v].iter_mut().enumerate() {
-                    *out = s.iter().zip(&vs).map(|(&p, v)| p as f64 * v[d] as f64).sum::<f64>() as f32;
+                    *out = s
+                        .iter()
+                        .zip(&vs)
+                        .map(|(&p, v)| p as f64 * v[d] as f64)
+                        .sum::<f64>() as f32;
                 }
             }
         }

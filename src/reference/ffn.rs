@@ -12,7 +12,13 @@ pub(super) fn ffn(r: &mut Reference, il: usize, h2: &[f32]) -> Result<Vec<f32>> 
     let f = &m.file;
     match &m.weights.layers[il].ffn {
         Ffn::Dense(d) => dense(f, d, h2),
-        Ffn::Moe { gate_inp, exp_probs_b, gate_up_exps, down_exps, shared } => {
+        Ffn::Moe {
+            gate_inp,
+            exp_probs_b,
+            gate_up_exps,
+            down_exps,
+            shared,
+        } => {
             let logits = ops::matvec(f, gate_inp, 0, h2)?;
             r.record("ffn_moe_logits", Some(il), &logits);
             let bias = match exp_probs_b {
@@ -47,11 +53,17 @@ pub(super) fn ffn(r: &mut Reference, il: usize, h2: &[f32]) -> Result<Vec<f32>> 
 }
 
 fn swiglu(gate: &[f32], up: &[f32]) -> Vec<f32> {
-    gate.iter().zip(up).map(|(&g, &u)| ops::silu(g) * u).collect()
+    gate.iter()
+        .zip(up)
+        .map(|(&g, &u)| ops::silu(g) * u)
+        .collect()
 }
 
 fn dense(f: &GgufFile, d: &DenseFfn, x: &[f32]) -> Result<Vec<f32>> {
-    let act = swiglu(&ops::matvec(f, &d.gate, 0, x)?, &ops::matvec(f, &d.up, 0, x)?);
+    let act = swiglu(
+        &ops::matvec(f, &d.gate, 0, x)?,
+        &ops::matvec(f, &d.up, 0, x)?,
+    );
     ops::matvec(f, &d.down, 0, &act)
 }
 

@@ -23,7 +23,10 @@ pub struct Trace {
 
 impl Trace {
     pub fn get(&self, name: &str) -> Option<&[f32]> {
-        self.entries.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
+        self.entries
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
     }
 }
 
@@ -45,7 +48,9 @@ impl<'m> Reference<'m> {
             model,
             form,
             n_ctx,
-            kv: (0..model.config.n_layer).map(|_| Vec::with_capacity(n_ctx.min(4096) * row)).collect(),
+            kv: (0..model.config.n_layer)
+                .map(|_| Vec::with_capacity(n_ctx.min(4096) * row))
+                .collect(),
             pos: 0,
             trace: None,
         }
@@ -88,7 +93,10 @@ impl<'m> Reference<'m> {
         let f = &m.file;
         let w = &m.weights;
         if token as usize >= c.n_vocab {
-            return Err(Error::InvalidArgument(format!("token id {token} is outside the vocabulary (0..{})", c.n_vocab)));
+            return Err(Error::InvalidArgument(format!(
+                "token id {token} is outside the vocabulary (0..{})",
+                c.n_vocab
+            )));
         }
         if self.pos >= self.n_ctx {
             return Err(Error::ContextFull { n_ctx: self.n_ctx });

@@ -24,12 +24,18 @@ pub fn matvec(f: &GgufFile, t: &TensorInfo, slice: usize, x: &[f32]) -> Result<V
         let mut buf = vec![0f32; cols];
         for (i, out) in y.iter_mut().enumerate() {
             let r = first_row + i;
-            quant::dequantize(t.ggml_type, &data[r * row_bytes..(r + 1) * row_bytes], &mut buf)?;
+            quant::dequantize(
+                t.ggml_type,
+                &data[r * row_bytes..(r + 1) * row_bytes],
+                &mut buf,
+            )?;
             *out = dot(&buf, x);
         }
         Ok(())
     };
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if rows * cols < PARALLEL_MIN_WEIGHTS || threads == 1 {
         run(&mut y, 0)?;
         return Ok(y);
@@ -41,7 +47,9 @@ pub fn matvec(f: &GgufFile, t: &TensorInfo, slice: usize, x: &[f32]) -> Result<V
             .enumerate()
             .map(|(i, part)| s.spawn(move || run(part, i * chunk)))
             .collect();
-        handles.into_iter().try_for_each(|h| h.join().expect("matvec worker panicked"))
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("matvec worker panicked"))
     })?;
     Ok(y)
 }
@@ -50,7 +58,11 @@ pub fn matvec(f: &GgufFile, t: &TensorInfo, slice: usize, x: &[f32]) -> Result<V
 pub fn row(f: &GgufFile, t: &TensorInfo, r: usize) -> Result<Vec<f32>> {
     let cols = t.ne(0) as usize;
     let row_bytes = t.ggml_type.row_bytes(cols as u64).expect("checked at load") as usize;
-    quant::dequantize_vec(t.ggml_type, &f.tensor_data(t)[r * row_bytes..(r + 1) * row_bytes], cols)
+    quant::dequantize_vec(
+        t.ggml_type,
+        &f.tensor_data(t)[r * row_bytes..(r + 1) * row_bytes],
+        cols,
+    )
 }
 
 /// A whole F32 tensor (norm gains, router, bias).
@@ -60,14 +72,20 @@ pub fn vector(f: &GgufFile, t: &TensorInfo) -> Result<Vec<f32>> {
 
 /// Sum in f64: the oracle should not carry the rounding of the kernels it judges.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as f32
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| x as f64 * y as f64)
+        .sum::<f64>() as f32
 }
 
 /// RMSNorm(x)·g with ggml's formula: x / sqrt(mean(x²) + eps), then × g.
 pub fn rms_norm(x: &[f32], g: &[f32], eps: f32) -> Vec<f32> {
     let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / x.len() as f64;
     let s = 1.0 / (ms + eps as f64).sqrt();
-    x.iter().zip(g).map(|(&v, &w)| (v as f64 * s) as f32 * w).collect()
+    x.iter()
+        .zip(g)
+        .map(|(&v, &w)| (v as f64 * s) as f32 * w)
+        .collect()
 }
 
 pub fn silu(x: f32) -> f32 {
@@ -117,9 +135,16 @@ pub fn rope_cos_sin(pos: usize, n_dims: usize, base: f32, yarn: Option<&Yarn>) -
 
 /// ggml_rope_yarn_corr_dims: the pair range over which YaRN ramps from
 /// extrapolation to interpolation.
-fn yarn_corr_dims(n_dims: usize, n_ctx_orig: u32, base: f32, beta_fast: f32, beta_slow: f32) -> (f64, f64) {
+fn yarn_corr_dims(
+    n_dims: usize,
+    n_ctx_orig: u32,
+    base: f32,
+    beta_fast: f32,
+    beta_slow: f32,
+) -> (f64, f64) {
     let corr = |beta: f32| {
-        n_dims as f64 * (n_ctx_orig as f64 / (beta as f64 * 2.0 * std::f64::consts::PI)).ln() / (2.0 * (base as f64).ln())
+        n_dims as f64 * (n_ctx_orig as f64 / (beta as f64 * 2.0 * std::f64::consts::PI)).ln()
+            / (2.0 * (base as f64).ln())
     };
     let lo = corr(beta_fast).floor().max(0.0);
     let hi = corr(beta_slow).ceil().min(n_dims as f64 - 1.0);
@@ -149,6 +174,11 @@ pub fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 /// Dequantize one whole 2-D slice of a (possibly 3-D) tensor, row-major.
 pub fn dequant_slice(f: &GgufFile, t: &TensorInfo, slice: usize) -> Result<Vec<f32>> {
     let n = (t.ne(0) * t.ne(1)) as usize;
-    let bytes = t.ggml_type.row_bytes(t.ne(0)).expect("checked at load") as usize * t.ne(1) as usize;
-    quant::dequantize_vec(t.ggml_type, &f.tensor_data(t)[slice * bytes..(slice + 1) * bytes], n)
+    let bytes =
+        t.ggml_type.row_bytes(t.ne(0)).expect("checked at load") as usize * t.ne(1) as usize;
+    quant::dequantize_vec(
+        t.ggml_type,
+        &f.tensor_data(t)[slice * bytes..(slice + 1) * bytes],
+        n,
+    )
 }

@@ -35,7 +35,12 @@ const UNIT: usize = 1 << 16;
 
 /// Write `preset` to `path` with weights drawn from `seed`. `progress` is
 /// called with (bytes written, total bytes) after each batch.
-pub fn synth(path: &Path, preset: Preset, seed: u64, progress: &mut dyn FnMut(u64, u64)) -> Result<SynthSummary> {
+pub fn synth(
+    path: &Path,
+    preset: Preset,
+    seed: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SynthSummary> {
     let (metadata, tensors) = preset.build(seed);
     write(path, &metadata, &tensors, seed, progress)
 }
@@ -63,7 +68,9 @@ fn write(
     let specs: Vec<TensorSpec> = tensors.iter().map(|t| t.spec.clone()).collect();
     let total: u64 = specs.iter().map(|s| s.n_bytes()).sum::<Result<u64>>()?;
     let mut w = GgufWriter::create(path, metadata, &specs)?;
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let mut done = 0u64;
     for (ti, t) in tensors.iter().enumerate() {
         let ty = t.spec.ggml_type;
@@ -88,14 +95,22 @@ fn write(
                             for (k, out) in chunk.iter_mut().enumerate() {
                                 let u = first + ci * per + k;
                                 let len = unit.min(n - u * unit);
-                                fill(&mut vals, len, t.dist, stream_seed(seed, ti as u64, u as u64));
+                                fill(
+                                    &mut vals,
+                                    len,
+                                    t.dist,
+                                    stream_seed(seed, ti as u64, u as u64),
+                                );
                                 quant::quantize_into(ty, &vals, out)?;
                             }
                             Ok(())
                         })
                     })
                     .collect();
-                handles.into_iter().map(|h| h.join().expect("synth worker panicked")).collect()
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("synth worker panicked"))
+                    .collect()
             });
             results.into_iter().collect::<Result<()>>()?;
             for p in &parts {
@@ -106,12 +121,17 @@ fn write(
         }
     }
     w.finish()?;
-    Ok(SynthSummary { n_tensors: tensors.len(), tensor_bytes: total })
+    Ok(SynthSummary {
+        n_tensors: tensors.len(),
+        tensor_bytes: total,
+    })
 }
 
 /// splitmix64 of (seed, tensor, unit): independent, reproducible streams.
 fn stream_seed(seed: u64, tensor: u64, unit: u64) -> u64 {
-    let mut z = seed ^ tensor.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ unit.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut z = seed
+        ^ tensor.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ unit.wrapping_mul(0xD1B5_4A32_D192_ED03);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -148,15 +148,27 @@ struct Shape {
     pre: &'static str,
 }
 
-const WEIGHT: Dist = Dist { mean: 0.0, std: 0.02 };
-const GAIN: Dist = Dist { mean: 1.0, std: 0.05 };
-const BIAS: Dist = Dist { mean: 0.0, std: 0.05 };
+const WEIGHT: Dist = Dist {
+    mean: 0.0,
+    std: 0.02,
+};
+const GAIN: Dist = Dist {
+    mean: 1.0,
+    std: 0.05,
+};
+const BIAS: Dist = Dist {
+    mean: 0.0,
+    std: 0.05,
+};
 
 fn tensors(s: &Shape) -> Vec<SynthTensor> {
     let mut v = Vec::new();
     let mut t = |name: String, dims: &[usize], ty: GgmlType, dist: Dist| {
         let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
-        v.push(SynthTensor { spec: TensorSpec::new(name, &dims, ty), dist });
+        v.push(SynthTensor {
+            spec: TensorSpec::new(name, &dims, ty),
+            dist,
+        });
     };
     let (e, h) = (s.n_embd, s.n_head);
     let qk = s.n_nope + s.n_rope;
@@ -171,7 +183,12 @@ fn tensors(s: &Shape) -> Vec<SynthTensor> {
         } else {
             t(n("attn_q"), &[e, h * qk], Q4_0, WEIGHT);
         }
-        t(n("attn_kv_a_mqa"), &[e, s.n_lora_kv + s.n_rope], Q8_0, WEIGHT);
+        t(
+            n("attn_kv_a_mqa"),
+            &[e, s.n_lora_kv + s.n_rope],
+            Q8_0,
+            WEIGHT,
+        );
         t(n("attn_kv_a_norm"), &[s.n_lora_kv], F32, GAIN);
         t(n("attn_k_b"), &[s.n_nope, s.n_lora_kv, h], Q8_0, WEIGHT);
         t(n("attn_v_b"), &[s.n_lora_kv, s.n_v, h], Q8_0, WEIGHT);
@@ -185,11 +202,26 @@ fn tensors(s: &Shape) -> Vec<SynthTensor> {
             let sh = s.n_ff_exp * s.n_expert_shared;
             t(n("ffn_gate_inp"), &[e, s.n_expert], F32, WEIGHT);
             if s.bias {
-                t(format!("blk.{il}.exp_probs_b.bias"), &[s.n_expert], F32, BIAS);
+                t(
+                    format!("blk.{il}.exp_probs_b.bias"),
+                    &[s.n_expert],
+                    F32,
+                    BIAS,
+                );
             }
-            t(n("ffn_gate_exps"), &[e, s.n_ff_exp, s.n_expert], Q4_0, WEIGHT);
+            t(
+                n("ffn_gate_exps"),
+                &[e, s.n_ff_exp, s.n_expert],
+                Q4_0,
+                WEIGHT,
+            );
             t(n("ffn_up_exps"), &[e, s.n_ff_exp, s.n_expert], Q4_0, WEIGHT);
-            t(n("ffn_down_exps"), &[s.n_ff_exp, e, s.n_expert], Q4_0, WEIGHT);
+            t(
+                n("ffn_down_exps"),
+                &[s.n_ff_exp, e, s.n_expert],
+                Q4_0,
+                WEIGHT,
+            );
             t(n("ffn_gate_shexp"), &[e, sh], Q5_K, WEIGHT);
             t(n("ffn_up_shexp"), &[e, sh], Q5_K, WEIGHT);
             t(n("ffn_down_shexp"), &[sh, e], Q6_K, WEIGHT);
@@ -202,7 +234,8 @@ fn tensors(s: &Shape) -> Vec<SynthTensor> {
 
 /// A stand-in chat template: glmw renders GLM's template in Rust, so this is
 /// only for tools that print or inspect it.
-const CHAT_TEMPLATE: &str = "[gMASK]<sop>{%- for m in messages -%}<|{{ m.role }}|>{{ m.content }}{%- endfor -%}\
+const CHAT_TEMPLATE: &str =
+    "[gMASK]<sop>{%- for m in messages -%}<|{{ m.role }}|>{{ m.content }}{%- endfor -%}\
 {%- if add_generation_prompt -%}<|assistant|><think>{%- endif -%}";
 
 fn metadata(s: &Shape, seed: u64) -> Vec<(String, Value)> {
@@ -256,9 +289,27 @@ fn metadata(s: &Shape, seed: u64) -> Vec<(String, Value)> {
     let special = |i: usize| Value::U32((s.first_special + i) as u32);
     kv("tokenizer.ggml.model", Value::Str("gpt2".into()));
     kv("tokenizer.ggml.pre", Value::Str(s.pre.into()));
-    kv("tokenizer.ggml.tokens", Value::Array(ValueType::Str, voc.tokens.into_iter().map(Value::Str).collect()));
-    kv("tokenizer.ggml.token_type", Value::Array(ValueType::I32, voc.token_types.into_iter().map(Value::I32).collect()));
-    kv("tokenizer.ggml.merges", Value::Array(ValueType::Str, voc.merges.into_iter().map(Value::Str).collect()));
+    kv(
+        "tokenizer.ggml.tokens",
+        Value::Array(
+            ValueType::Str,
+            voc.tokens.into_iter().map(Value::Str).collect(),
+        ),
+    );
+    kv(
+        "tokenizer.ggml.token_type",
+        Value::Array(
+            ValueType::I32,
+            voc.token_types.into_iter().map(Value::I32).collect(),
+        ),
+    );
+    kv(
+        "tokenizer.ggml.merges",
+        Value::Array(
+            ValueType::Str,
+            voc.merges.into_iter().map(Value::Str).collect(),
+        ),
+    );
     // GLM order of the added tokens: <|endoftext|> +0, [gMASK] +2, <|user|> +7, <|observation|> +9.
     kv("tokenizer.ggml.eos_token_id", special(0));
     kv("tokenizer.ggml.padding_token_id", special(0));

@@ -113,7 +113,8 @@ impl Rng {
     /// An index below `n`, biased toward 0: early tokens are the frequent
     /// ones, and real merges mostly extend frequent pieces.
     fn skewed(&mut self, n: usize) -> usize {
-        ((self.unit() * self.unit() * n as f64) as usize).min(n - 1)
+        let u = self.unit();
+        ((u * u * n as f64) as usize).min(n - 1)
     }
 }
 
@@ -189,8 +190,8 @@ impl Builder {
     }
 
     /// Plain BPE training on `SAMPLE`: repeatedly merge the most frequent
-    /// adjacent pair (ties: lowest ids) until no pair occurs twice or the
-    /// token budget is used up.
+    /// adjacent pair (ties: lowest ids) until every sample word is one token
+    /// or the token budget is used up.
     fn train(&mut self, limit: usize, reserved: &HashSet<&str>) {
         let pieces =
             crate::tokenizer::pre_tokenize("glm4", SAMPLE).expect("glm4 pre-tokenizer is built in");
@@ -210,14 +211,14 @@ impl Builder {
                     *pairs.entry((p[0], p[1])).or_default() += c;
                 }
             }
-            let Some((&(a, b), &n)) = pairs
+            let Some((&(a, b), _)) = pairs
                 .iter()
                 .max_by_key(|&(&(a, b), &n)| (n, std::cmp::Reverse((a, b))))
             else {
                 break;
             };
             let joined = format!("{}{}", self.tokens[a as usize], self.tokens[b as usize]);
-            if n < 2 || reserved.contains(joined.as_str()) {
+            if reserved.contains(joined.as_str()) {
                 break;
             }
             let id = self.merge(a, b);
@@ -243,22 +244,29 @@ impl Builder {
         let mut left: Vec<u32> = (0..self.tokens.len() as u32)
             .filter(|&i| word_like(&self.tokens[i as usize]))
             .collect();
+        // Right parts: short letter runs, like the suffixes and syllables
+        // real merges append.
+        let suffix = |s: &str| letters(s) && s.len() <= 4;
         let mut right: Vec<u32> = (0..self.tokens.len() as u32)
-            .filter(|&i| letters(&self.tokens[i as usize]))
+            .filter(|&i| suffix(&self.tokens[i as usize]))
             .collect();
         let mut rng = Rng(seed ^ 0x676C_6D77_766F_6362);
         let mut max_len = 12;
         let mut misses = 0u32;
+        let mut total_misses = 0u64;
+        let mut joined = String::new();
         while self.tokens.len() < limit {
             let a = left[rng.skewed(left.len())];
             let b = right[rng.skewed(right.len())];
             let (sa, sb) = (&self.tokens[a as usize], &self.tokens[b as usize]);
-            let len = sa.chars().count() + sb.len();
-            let joined = format!("{sa}{sb}");
-            if len > max_len
-                || self.index.contains_key(&joined)
-                || reserved.contains(joined.as_str())
-            {
+            joined.clear();
+            joined.push_str(sa);
+            joined.push_str(sb);
+            let fresh = joined.chars().count() <= max_len
+                && !self.index.contains_key(&joined)
+                && !reserved.contains(joined.as_str());
+            if !fresh {
+                total_misses += 1;
                 misses += 1;
                 // Small alphabets run out of short new strings: allow longer ones.
                 if misses > 10_000 {
@@ -270,10 +278,11 @@ impl Builder {
             misses = 0;
             let id = self.merge(a, b);
             left.push(id);
-            if letters(&self.tokens[a as usize]) {
+            if suffix(&self.tokens[id as usize]) {
                 right.push(id);
             }
         }
+        eprintln!("misses {total_misses}");
     }
 }
 
@@ -303,5 +312,33 @@ mod tests {
         assert_eq!(a.tokens, b.tokens);
         assert_eq!(a.merges, b.merges);
         assert_ne!(a.tokens, c.tokens);
+    }
+}
+#[cfg(test)]
+mod tmp_prof {
+    #[test]
+    fn prof() {
+        let t = std::time::Instant::now();
+        let mut b = super::Builder {
+            tokens: Vec::new(),
+            index: Default::default(),
+            merges: Vec::new(),
+        };
+        for c in super::byte_symbols_in_vocab_order() {
+            b.add(c.to_string());
+        }
+        let r = std::collections::HashSet::new();
+        b.train(154820, &r);
+        eprintln!(
+            "train {:?} -> {} tokens {} merges",
+            t.elapsed(),
+            b.tokens.len(),
+            b.merges.len()
+        );
+        let t = std::time::Instant::now();
+        b.random_merges(154820, &r, 1);
+        eprintln!("random {:?}", t.elapsed());
+        eprintln!("{:?}", &b.tokens[2000..2060]);
+        eprintln!("{:?}", &b.tokens[100000..100060]);
     }
 }

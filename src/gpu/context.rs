@@ -1,0 +1,181 @@
+//! The GPU context: one adapter, one device and queue, and the capabilities
+//! every kernel choice is made from (`Caps`). Features are requested only
+//! when the adapter has them; limits are the adapter's own, so large weight
+//! bindings work wherever the hardware allows them.
+
+use crate::error::{Error, Result};
+
+/// Which wgpu backend to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// The best adapter of any native backend (high-performance preference).
+    #[default]
+    Auto,
+    Metal,
+    Vulkan,
+    Dx12,
+    Gl,
+}
+
+impl BackendChoice {
+    fn backends(self) -> wgpu::Backends {
+        match self {
+            BackendChoice::Auto => wgpu::Backends::PRIMARY | wgpu::Backends::GL,
+            BackendChoice::Metal => wgpu::Backends::METAL,
+            BackendChoice::Vulkan => wgpu::Backends::VULKAN,
+            BackendChoice::Dx12 => wgpu::Backends::DX12,
+            BackendChoice::Gl => wgpu::Backends::GL,
+        }
+    }
+}
+
+/// Typed GPU options (the CLI's `--backend` and `--no-subgroups`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GpuOptions {
+    pub backend: BackendChoice,
+    /// Use the shared-memory reduction kernels even where subgroups exist.
+    pub no_subgroups: bool,
+}
+
+/// Which reduction prelude the kernels are built with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    Subgroup,
+    Shared,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Subgroup => "subgroup",
+            Variant::Shared => "shared-memory",
+        }
+    }
+}
+
+/// What the device can do, negotiated once.
+#[derive(Clone, Debug)]
+pub struct Caps {
+    pub variant: Variant,
+    /// The adapter supports subgroups (even if `--no-subgroups` turned them off).
+    pub has_subgroups: bool,
+    pub shader_f16: bool,
+    pub timestamps: bool,
+    pub timestamps_in_passes: bool,
+    pub max_storage_binding: u64,
+    pub max_buffer: u64,
+    pub max_workgroup_storage: u32,
+}
+
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub caps: Caps,
+}
+
+const INSTALL_HINT: &str = "install a Vulkan driver for your GPU, or Mesa's lavapipe CPU driver \
+(Debian/Ubuntu: apt-get install mesa-vulkan-drivers), or pick another --backend";
+
+fn instance(backend: BackendChoice) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backend.backends();
+    wgpu::Instance::new(desc)
+}
+
+/// Every adapter wgpu sees for `backend` (for `glmw devices`).
+pub fn list_adapters(backend: BackendChoice) -> Vec<wgpu::AdapterInfo> {
+    let inst = instance(backend);
+    pollster::block_on(inst.enumerate_adapters(backend.backends()))
+        .iter()
+        .map(|a| a.get_info())
+        .collect()
+}
+
+impl Gpu {
+    pub fn new(opts: GpuOptions) -> Result<Gpu> {
+        let inst = instance(opts.backend);
+        let adapter = pollster::block_on(inst.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            apply_limit_buckets: false,
+        }))
+        .map_err(|e| {
+            Error::Gpu(format!(
+                "no GPU adapter for backend {:?} ({e}); {INSTALL_HINT}",
+                opts.backend
+            ))
+        })?;
+        let info = adapter.get_info();
+        let have = adapter.features();
+        let want = wgpu::Features::SUBGROUP
+            | wgpu::Features::SHADER_F16
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        let features = have & want;
+        let limits = adapter.limits();
+        if limits.max_compute_invocations_per_workgroup < 256
+            || limits.max_compute_workgroup_storage_size < 16384
+        {
+            return Err(Error::Gpu(format!(
+                "adapter {} allows {} invocations and {} bytes of shared memory per workgroup; glmw needs 256 and 16384",
+                info.name, limits.max_compute_invocations_per_workgroup, limits.max_compute_workgroup_storage_size
+            )));
+        }
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("glmw"),
+            required_features: features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| Error::Gpu(format!("could not open device {}: {e}", info.name)))?;
+        let has_subgroups = features.contains(wgpu::Features::SUBGROUP);
+        let caps = Caps {
+            variant: if has_subgroups && !opts.no_subgroups {
+                Variant::Subgroup
+            } else {
+                Variant::Shared
+            },
+            has_subgroups,
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            timestamps_in_passes: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+            max_storage_binding: limits.max_storage_buffer_binding_size,
+            max_buffer: limits.max_buffer_size,
+            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+        };
+        log::info!(
+            "gpu: {} ({:?}, {}, {}), kernels: {}, subgroup size {}..{}, max binding {} MiB",
+            info.name,
+            info.backend,
+            info.driver,
+            info.driver_info,
+            caps.variant.name(),
+            info.subgroup_min_size,
+            info.subgroup_max_size,
+            caps.max_storage_binding >> 20
+        );
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            caps,
+        })
+    }
+
+    /// The same device with the other kernel variant (tests run both on one adapter).
+    pub fn with_variant(&self, variant: Variant) -> Result<Caps> {
+        if variant == Variant::Subgroup && !self.caps.has_subgroups {
+            return Err(Error::Gpu(format!(
+                "adapter {} has no subgroup support",
+                self.info.name
+            )));
+        }
+        Ok(Caps {
+            variant,
+            ..self.caps.clone()
+        })
+    }
+}

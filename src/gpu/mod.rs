@@ -1,0 +1,10 @@
+//! Everything that talks to wgpu: the device context and capabilities, the
+//! kernel set and its single variant selector, and buffer helpers.
+
+mod buffers;
+pub mod context;
+pub mod kernels;
+pub mod ops;
+
+pub use context::{list_adapters, BackendChoice, Caps, Gpu, GpuOptions, Variant};
+pub use kernels::{Kernel, Pipelines};
