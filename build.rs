@@ -21,7 +21,7 @@ const PRELUDES: [Prelude; 2] = [
     // The fallback must not use subgroup operations: validate without them.
     Prelude {
         file: "prelude_shared.wgsl",
-        caps: Capabilities::SHADER_FLOAT16,
+        caps: Capabilities::SHADER_FLOAT16.union(Capabilities::SHADER_FLOAT16_IN_FLOAT32),
     },
 ];
 

@@ -1,6 +1,7 @@
 // Reduction prelude, shared-memory variant (devices without subgroups).
 // The host prepends exactly one prelude to every kernel; both define the same
-// names: `struct Ids` (the entry point's invocation ids) and `wg_sum`.
+// names: `struct Ids` (the entry point's invocation ids), `seg_sum` and
+// `wg_sum`.
 // Kernels declare `const WG: u32` (their workgroup size, a power of two).
 
 struct Ids {
@@ -9,18 +10,24 @@ struct Ids {
 
 var<workgroup> wg_scratch: array<f32, WG>;
 
-// Sum of `x` over the workgroup, returned to every invocation. Call from
+// Sum of `x` over each segment of `seg` consecutive invocations (`seg` a
+// power of two <= WG); every invocation gets its segment's sum. Call from
 // uniform control flow (it contains barriers).
-fn wg_sum(x: f32, ids: Ids) -> f32 {
+fn seg_sum(x: f32, ids: Ids, seg: u32) -> f32 {
     wg_scratch[ids.lid] = x;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if ids.lid < s {
+    for (var s = seg / 2u; s > 0u; s = s >> 1u) {
+        if ids.lid % seg < s {
             wg_scratch[ids.lid] += wg_scratch[ids.lid + s];
         }
         workgroupBarrier();
     }
-    let total = wg_scratch[0];
+    let total = wg_scratch[ids.lid - ids.lid % seg];
     workgroupBarrier();
     return total;
+}
+
+// Sum of `x` over the whole workgroup.
+fn wg_sum(x: f32, ids: Ids) -> f32 {
+    return seg_sum(x, ids, WG);
 }

@@ -1,7 +1,6 @@
 // Reduction prelude, subgroup variant. Same names as prelude_shared.wgsl.
-// No subgroup size is assumed (Apple/NVIDIA 32, lavapipe 8, others 16-64):
-// each subgroup reduces with subgroupAdd, its first lane parks the partial
-// in shared memory, and the first subgroup adds the partials.
+// No subgroup size is assumed (Apple/NVIDIA 32, lavapipe 8, others 16-64);
+// invocations are taken to fill subgroups in local_invocation_index order.
 
 struct Ids {
     @builtin(local_invocation_index) lid: u32,
@@ -12,18 +11,32 @@ struct Ids {
 // One slot per subgroup; subgroups have at least 4 lanes.
 var<workgroup> wg_scratch: array<f32, WG / 4u>;
 
-fn wg_sum(x: f32, ids: Ids) -> f32 {
+// Segments that fit in a subgroup reduce by butterfly shuffles (segments
+// are runs of consecutive lanes); larger ones combine subgroup partials
+// through shared memory.
+fn seg_sum(x: f32, ids: Ids, seg: u32) -> f32 {
+    if seg <= ids.sg_size {
+        var v = x;
+        for (var m = seg / 2u; m > 0u; m = m >> 1u) {
+            v += subgroupShuffleXor(v, m);
+        }
+        return v;
+    }
     let partial = subgroupAdd(x);
-    let n_sg = (WG + ids.sg_size - 1u) / ids.sg_size;
-    let sg = ids.lid / ids.sg_size;
     if ids.lane == 0u {
-        wg_scratch[sg] = partial;
+        wg_scratch[ids.lid / ids.sg_size] = partial;
     }
     workgroupBarrier();
+    let per = seg / ids.sg_size;
+    let first = (ids.lid / seg) * per;
     var total = 0.0;
-    for (var i = 0u; i < n_sg; i++) {
-        total += wg_scratch[i];
+    for (var i = 0u; i < per; i++) {
+        total += wg_scratch[first + i];
     }
     workgroupBarrier();
     return total;
+}
+
+fn wg_sum(x: f32, ids: Ids) -> f32 {
+    return seg_sum(x, ids, WG);
 }

@@ -446,3 +446,284 @@ fn capability_lists_agree() {
         }
     }
 }
+
+// ------------------------------------------------ K-quant encoders vs ggml
+
+/// A literal scalar transcription of ggml-quants.c's `quantize_row_q4_K_ref`,
+/// `quantize_row_q5_K_ref` and `quantize_row_q6_K_ref` (with the helpers
+/// `nearest_int`, `make_qkx2_quants`, `make_qx_quants`). glmw runs the same
+/// searches with sub-blocks in SIMD lanes; this pins that the interleaving
+/// changed nothing.
+mod ggml_ref {
+    fn nearest_int(f: f32) -> i32 {
+        ((f + 12_582_912.0).to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn make_qkx2(
+        x: &[f32],
+        w: &[f32],
+        nmax: i32,
+        l: &mut [u8],
+        rmin: f32,
+        rdelta: f32,
+        nstep: i32,
+    ) -> (f32, f32) {
+        let n = x.len();
+        let (mut min, mut max, mut sum_w) = (x[0], x[0], w[0]);
+        let mut sum_x = sum_w * x[0];
+        for i in 1..n {
+            min = if x[i] < min { x[i] } else { min };
+            max = if x[i] > max { x[i] } else { max };
+            sum_w += w[i];
+            sum_x += w[i] * x[i];
+        }
+        if min > 0.0 {
+            min = 0.0;
+        }
+        if max == min {
+            l.fill(0);
+            return (0.0, -min);
+        }
+        let mut iscale = nmax as f32 / (max - min);
+        let mut scale = 1.0 / iscale;
+        let mut best = 0.0f32;
+        for i in 0..n {
+            l[i] = nearest_int(iscale * (x[i] - min)).clamp(0, nmax) as u8;
+            let diff = scale * l[i] as f32 + min - x[i];
+            best += w[i] * (diff * diff);
+        }
+        let mut laux = [0u8; 32];
+        for is in 0..=nstep {
+            iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+            let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
+            for i in 0..n {
+                laux[i] = nearest_int(iscale * (x[i] - min)).clamp(0, nmax) as u8;
+                let lf = laux[i] as f32;
+                sum_l += w[i] * lf;
+                sum_l2 += w[i] * lf * lf;
+                sum_xl += w[i] * lf * x[i];
+            }
+            let det = sum_w * sum_l2 - sum_l * sum_l;
+            if det > 0.0 {
+                let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+                let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+                if this_min > 0.0 {
+                    this_min = 0.0;
+                    this_scale = sum_xl / sum_l2;
+                }
+                let mut cur = 0.0f32;
+                for i in 0..n {
+                    let diff = this_scale * laux[i] as f32 + this_min - x[i];
+                    cur += w[i] * (diff * diff);
+                }
+                if cur < best {
+                    l.copy_from_slice(&laux[..n]);
+                    (best, scale, min) = (cur, this_scale, this_min);
+                }
+            }
+        }
+        (scale, -min)
+    }
+
+    fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+        if j < 4 {
+            (q[j] & 63, q[j + 4] & 63)
+        } else {
+            (
+                (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+                (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+            )
+        }
+    }
+
+    /// Q4_K (nmax 15) or Q5_K (nmax 31): (d, dmin, scales, levels).
+    pub fn q45_k(x: &[f32], nmax: i32) -> (u16, u16, [u8; 12], [u8; 256]) {
+        let (rmin, nstep) = if nmax == 15 { (-1.0, 20) } else { (-0.5, 15) };
+        let (mut l, mut w) = ([0u8; 256], [0.0f32; 32]);
+        let (mut scales, mut mins) = ([0.0f32; 8], [0.0f32; 8]);
+        let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
+        for j in 0..8 {
+            let xs = &x[32 * j..32 * j + 32];
+            let mut sum_x2 = 0.0f32;
+            for v in xs {
+                sum_x2 += v * v;
+            }
+            let av_x = (sum_x2 / 32.0).sqrt();
+            for i in 0..32 {
+                w[i] = av_x + xs[i].abs();
+            }
+            (scales[j], mins[j]) =
+                make_qkx2(xs, &w, nmax, &mut l[32 * j..32 * j + 32], rmin, 0.1, nstep);
+            max_scale = if scales[j] > max_scale {
+                scales[j]
+            } else {
+                max_scale
+            };
+            max_min = if mins[j] > max_min { mins[j] } else { max_min };
+        }
+        let inv_scale = if max_scale > 0.0 {
+            63.0 / max_scale
+        } else {
+            0.0
+        };
+        let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+        let mut sc = [0u8; 12];
+        for j in 0..8 {
+            let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
+            let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
+            if j < 4 {
+                (sc[j], sc[j + 4]) = (ls, lm);
+            } else {
+                sc[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+                sc[j - 4] |= (ls >> 4) << 6;
+                sc[j] |= (lm >> 4) << 6;
+            }
+        }
+        let (d, dmin) = (f32_to_f16(max_scale / 63.0), f32_to_f16(max_min / 63.0));
+        for j in 0..8 {
+            let (s, m) = scale_min_k4(j, &sc);
+            let dd = f16_to_f32(d) * s as f32;
+            if dd == 0.0 {
+                continue;
+            }
+            let dm = f16_to_f32(dmin) * m as f32;
+            for ii in 0..32 {
+                l[32 * j + ii] = nearest_int((x[32 * j + ii] + dm) / dd).clamp(0, nmax) as u8;
+            }
+        }
+        (d, dmin, sc, l)
+    }
+
+    fn make_qx(x: &[f32], nmax: i32, l: &mut [u8]) -> f32 {
+        let (mut max, mut amax) = (0.0f32, 0.0f32);
+        for &v in x {
+            if v.abs() > amax {
+                (amax, max) = (v.abs(), v);
+            }
+        }
+        if amax < 1e-15 {
+            l.fill(0);
+            return 0.0;
+        }
+        let sums = |iscale: f32, l: &mut [u8]| {
+            let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+            for (i, &v) in x.iter().enumerate() {
+                let q = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+                l[i] = (q + nmax) as u8;
+                let w = v * v;
+                sumlx += w * v * q as f32;
+                suml2 += w * q as f32 * q as f32;
+            }
+            (sumlx, suml2)
+        };
+        let (sumlx, suml2) = sums(-(nmax as f32) / max, l);
+        let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
+        let mut best = scale * sumlx;
+        let mut laux = [0u8; 16];
+        for is in (-9..=9).filter(|&i| i != 0) {
+            let (sumlx, suml2) = sums(-(nmax as f32 + 0.1 * is as f32) / max, &mut laux);
+            if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
+                l.copy_from_slice(&laux);
+                scale = sumlx / suml2;
+                best = scale * sumlx;
+            }
+        }
+        scale
+    }
+
+    /// Q6_K: (d, scales, levels 0..=63), or None for ggml's all-zero block.
+    pub fn q6_k(x: &[f32]) -> Option<(u16, [i8; 16], [u8; 256])> {
+        let (mut l, mut scales) = ([0u8; 256], [0.0f32; 16]);
+        let (mut max_scale, mut max_abs) = (0.0f32, 0.0f32);
+        for ib in 0..16 {
+            scales[ib] = make_qx(&x[16 * ib..16 * ib + 16], 32, &mut l[16 * ib..16 * ib + 16]);
+            if scales[ib].abs() > max_abs {
+                (max_abs, max_scale) = (scales[ib].abs(), scales[ib]);
+            }
+        }
+        if max_abs < 1e-15 {
+            return None;
+        }
+        let iscale = -128.0 / max_scale;
+        let d = f32_to_f16(1.0 / iscale);
+        let sc: [i8; 16] =
+            std::array::from_fn(|ib| nearest_int(iscale * scales[ib]).min(127) as i8);
+        for j in 0..16 {
+            let dd = f16_to_f32(d) * sc[j] as f32;
+            if dd == 0.0 {
+                continue;
+            }
+            for ii in 0..16 {
+                l[16 * j + ii] = (nearest_int(x[16 * j + ii] / dd).clamp(-32, 31) + 32) as u8;
+            }
+        }
+        Some((d, sc, l))
+    }
+    use super::{f16_to_f32, f32_to_f16};
+}
+
+/// Test data that reaches the searches' corner cases: Gaussian and
+/// heavy-tailed blocks, all-positive sub-blocks (the `min > 0` clamp),
+/// constant and all-zero sub-blocks, tiny values.
+fn k_test_data(rng: &mut Rng, n_blocks: usize) -> Vec<f32> {
+    let mut x = Vec::with_capacity(256 * n_blocks);
+    for b in 0..n_blocks {
+        for i in 0..256 {
+            let g = rng.gauss();
+            x.push(match (b % 6, i / 32) {
+                (1, _) => g * g * g,
+                (2, s) if s % 2 == 0 => g.abs() + 0.5,
+                (3, 1) | (3, 6) => 0.25,
+                (3, 3) => 0.0,
+                (4, _) => g * 1e-12,
+                (5, s) => g * (1 << s) as f32,
+                _ => g,
+            });
+        }
+    }
+    x
+}
+
+#[test]
+fn k_quant_encoders_match_ggml_reference() {
+    let mut rng = Rng(0x5EED);
+    let x = k_test_data(&mut rng, 600);
+    let (mut q4, mut q5, mut q6) = (Vec::new(), Vec::new(), Vec::new());
+    quantize_into(GgmlType::Q4_K, &x, &mut q4).unwrap();
+    quantize_into(GgmlType::Q5_K, &x, &mut q5).unwrap();
+    quantize_into(GgmlType::Q6_K, &x, &mut q6).unwrap();
+    for (bi, xb) in x.chunks_exact(256).enumerate() {
+        for (nmax, q, ts) in [(15, &q4, 144), (31, &q5, 176)] {
+            let b = &q[bi * ts..(bi + 1) * ts];
+            let (d, dmin, sc, l) = ggml_ref::q45_k(xb, nmax);
+            let ctx = format!("block {bi} nmax {nmax}");
+            assert_eq!(b[0..2], d.to_le_bytes(), "{ctx}");
+            assert_eq!(b[2..4], dmin.to_le_bytes(), "{ctx}");
+            assert_eq!(b[4..16], sc, "{ctx}");
+            for (i, &want) in l.iter().enumerate() {
+                let (p, r) = (i / 64, i % 64);
+                let qs = if nmax == 15 { &b[16..] } else { &b[48..] };
+                let mut got = (qs[32 * p + r % 32] >> (4 * (r / 32))) & 0xF;
+                if nmax == 31 {
+                    got |= ((b[16 + r % 32] >> (2 * p + r / 32)) & 1) << 4;
+                }
+                assert_eq!(got, want, "{ctx} element {i}");
+            }
+        }
+        let b = &q6[bi * 210..(bi + 1) * 210];
+        let Some((d, sc, l)) = ggml_ref::q6_k(xb) else {
+            assert!(b.iter().all(|&v| v == 0), "block {bi}");
+            continue;
+        };
+        assert_eq!(b[208..210], d.to_le_bytes(), "block {bi}");
+        assert_eq!(b[192..208], sc.map(|s| s as u8), "block {bi}");
+        for (i, &want) in l.iter().enumerate() {
+            let (h, r) = (i / 128, i % 128);
+            let (ql, qh) = (&b[64 * h..], &b[128 + 32 * h..]);
+            let lo = (ql[r % 64] >> (4 * (r / 64))) & 0xF;
+            let hi = (qh[r % 32] >> (2 * (r / 32))) & 3;
+            assert_eq!(lo | (hi << 4), want, "Q6_K block {bi} element {i}");
+        }
+    }
+}

@@ -11,21 +11,24 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     RmsNorm,
+    MatvecQ4_0,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 1] = [Kernel::RmsNorm];
+    pub const ALL: [Kernel; 2] = [Kernel::RmsNorm, Kernel::MatvecQ4_0];
 
     /// The shader file's stem; also the pipeline label.
     pub fn name(self) -> &'static str {
         match self {
             Kernel::RmsNorm => "rms_norm",
+            Kernel::MatvecQ4_0 => "matvec_q4_0",
         }
     }
 
     fn wgsl(self) -> &'static str {
         match self {
             Kernel::RmsNorm => include_str!("../../shaders/rms_norm.wgsl"),
+            Kernel::MatvecQ4_0 => include_str!("../../shaders/matvec_q4_0.wgsl"),
         }
     }
 }

@@ -5,6 +5,7 @@ mod buffers;
 pub mod context;
 pub mod kernels;
 pub mod ops;
+pub mod repack;
 
 pub use context::{list_adapters, BackendChoice, Caps, Gpu, GpuOptions, Variant};
 pub use kernels::{Kernel, Pipelines};

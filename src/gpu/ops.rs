@@ -92,3 +92,41 @@ pub fn rms_norm(
         workgroups: grid(n_rows),
     }
 }
+
+// ---- matvec_q4_0 -------------------------------------------------------
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatvecParams {
+    pub rows: u32,
+    /// Quant blocks per row.
+    pub blocks: u32,
+    pub _pad: [u32; 2],
+}
+const _: () = assert!(std::mem::size_of::<MatvecParams>() % 16 == 0);
+
+/// Rows per workgroup of the matvec kernels (WG / TPR in the shader).
+const MATVEC_ROWS_PER_WG: u32 = 8;
+
+/// y = W·x for a repacked Q4_0 matrix of `rows` rows (`gpu::repack`).
+pub fn matvec_q4_0(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    params: &wgpu::Buffer,
+    scales: &wgpu::Buffer,
+    nibbles: &wgpu::Buffer,
+    x: &wgpu::Buffer,
+    y: &wgpu::Buffer,
+    rows: u32,
+) -> Dispatch {
+    Dispatch {
+        kernel: Kernel::MatvecQ4_0,
+        bind_group: bind(
+            gpu,
+            pipes,
+            Kernel::MatvecQ4_0,
+            &[params, scales, nibbles, x, y],
+        ),
+        workgroups: grid(rows.div_ceil(MATVEC_ROWS_PER_WG)),
+    }
+}

@@ -197,11 +197,14 @@ fn nearest_int(fval: f32) -> i32 {
 /// `clamp(nearest_int(v), lo, hi)` as an f32, for integer `lo`/`hi`.
 /// Clamping before rounding gives the same result (rounding is monotone and
 /// fixes integers) and keeps everything in f32 so the lane loops vectorize.
-/// `max`/`min` also map NaN to `lo`.
+/// The comparisons are written so that NaN maps to `lo` and they compile to
+/// plain maxps/minps (f32::max/min need extra NaN fix-ups).
 #[inline(always)]
 fn round_clamped(v: f32, lo: f32, hi: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0;
-    (v.max(lo).min(hi) + MAGIC) - MAGIC
+    let v = if v > lo { v } else { lo };
+    let v = if v < hi { v } else { hi };
+    (v + MAGIC) - MAGIC
 }
 
 /// ggml's `make_qkx2_quants` (squared error, no MAD) on the eight 32-element

@@ -238,22 +238,42 @@ impl Builder {
     /// Fill the rest with seeded merges that extend word-like tokens by
     /// letter-only tokens, so new tokens look like (pseudo-)words.
     fn random_merges(&mut self, limit: usize, reserved: &HashSet<&str>, seed: u64) {
-        let letters = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphabetic());
-        // Left parts: optional leading Ġ (space) then letters.
-        let word_like = |s: &str| letters(s.strip_prefix('Ġ').unwrap_or(s));
-        let mut left: Vec<u32> = (0..self.tokens.len() as u32)
+        let lower = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_lowercase());
+        // Left parts: an optional leading Ġ (space), a letter, lowercase after it.
+        let word_like = |s: &str| {
+            let w = s.strip_prefix('Ġ').unwrap_or(s);
+            w.bytes().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && (w.len() == 1 || lower(&w[1..]))
+        };
+        // Right parts: short lowercase runs, like the suffixes and syllables
+        // real merges append.
+        let suffix = |s: &str| lower(s) && s.len() <= 4;
+        // Learnt tokens first (in merge order, i.e. by frequency), then single
+        // letters by English frequency: `skewed` favours the front.
+        let learnt = 256..self.tokens.len() as u32;
+        let letters = b"etaoinshrdlcumwfgypbvkjxqz"
+            .iter()
+            .map(|&c| self.index[&(c as char).to_string()]);
+        let mut left: Vec<u32> = learnt
+            .clone()
             .filter(|&i| word_like(&self.tokens[i as usize]))
             .collect();
-        // Right parts: short letter runs, like the suffixes and syllables
-        // real merges append.
-        let suffix = |s: &str| letters(s) && s.len() <= 4;
-        let mut right: Vec<u32> = (0..self.tokens.len() as u32)
+        let spaced: Vec<u32> = letters
+            .clone()
+            .filter_map(|i| {
+                self.index
+                    .get(&format!("Ġ{}", self.tokens[i as usize]))
+                    .copied()
+            })
+            .collect();
+        left.extend(letters.clone().chain(spaced));
+        let mut right: Vec<u32> = learnt
             .filter(|&i| suffix(&self.tokens[i as usize]))
             .collect();
+        right.extend(letters);
         let mut rng = Rng(seed ^ 0x676C_6D77_766F_6362);
         let mut max_len = 12;
         let mut misses = 0u32;
-        let mut total_misses = 0u64;
         let mut joined = String::new();
         while self.tokens.len() < limit {
             let a = left[rng.skewed(left.len())];
@@ -266,7 +286,6 @@ impl Builder {
                 && !self.index.contains_key(&joined)
                 && !reserved.contains(joined.as_str());
             if !fresh {
-                total_misses += 1;
                 misses += 1;
                 // Small alphabets run out of short new strings: allow longer ones.
                 if misses > 10_000 {
@@ -277,12 +296,13 @@ impl Builder {
             }
             misses = 0;
             let id = self.merge(a, b);
-            left.push(id);
+            if word_like(&self.tokens[id as usize]) {
+                left.push(id);
+            }
             if suffix(&self.tokens[id as usize]) {
                 right.push(id);
             }
         }
-        eprintln!("misses {total_misses}");
     }
 }
 
@@ -312,33 +332,5 @@ mod tests {
         assert_eq!(a.tokens, b.tokens);
         assert_eq!(a.merges, b.merges);
         assert_ne!(a.tokens, c.tokens);
-    }
-}
-#[cfg(test)]
-mod tmp_prof {
-    #[test]
-    fn prof() {
-        let t = std::time::Instant::now();
-        let mut b = super::Builder {
-            tokens: Vec::new(),
-            index: Default::default(),
-            merges: Vec::new(),
-        };
-        for c in super::byte_symbols_in_vocab_order() {
-            b.add(c.to_string());
-        }
-        let r = std::collections::HashSet::new();
-        b.train(154820, &r);
-        eprintln!(
-            "train {:?} -> {} tokens {} merges",
-            t.elapsed(),
-            b.tokens.len(),
-            b.merges.len()
-        );
-        let t = std::time::Instant::now();
-        b.random_merges(154820, &r, 1);
-        eprintln!("random {:?}", t.elapsed());
-        eprintln!("{:?}", &b.tokens[2000..2060]);
-        eprintln!("{:?}", &b.tokens[100000..100060]);
     }
 }

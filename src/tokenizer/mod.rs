@@ -217,6 +217,7 @@ impl Tokenizer {
             }
         }
 
+        let t0 = std::time::Instant::now();
         let vocab: Vocab = p
             .tokens
             .iter()
@@ -239,6 +240,7 @@ impl Tokenizer {
             })?;
             merges.push((a.to_string(), b.to_string()));
         }
+        eprintln!("vocab+merges split {:?}", t0.elapsed());
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
             .ignore_merges(spec.ignore_merges)
@@ -247,7 +249,9 @@ impl Tokenizer {
                 bad_merge(&p.tokens, &p.merges).unwrap_or_else(|| tok_err("building BPE", e))
             })?;
 
+        eprintln!("bpe {:?}", t0.elapsed());
         let pre_tok = build_pre_tokenizer(&spec)?;
+        eprintln!("pre {:?}", t0.elapsed());
 
         let mut piece_data = Vec::with_capacity(n * 8);
         let mut piece_off = Vec::with_capacity(n + 1);
@@ -264,6 +268,7 @@ impl Tokenizer {
             piece_off.push(off);
         }
 
+        eprintln!("pieces {:?}", t0.elapsed());
         let mut specials: Vec<u32> = (0..n as u32)
             .filter(|&i| {
                 matches!(
