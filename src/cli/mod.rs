@@ -75,6 +75,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the GPU adapters wgpu can see, and which one glmw would pick.
+    Devices {
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a synthetic model: real tensor names, shapes, metadata and quant
     /// mix, seeded random weights.
     Synth {
@@ -118,6 +124,7 @@ pub fn main() -> i32 {
             output,
             seed,
         } => tools::synth(&preset, &output, seed),
+        Command::Devices { json } => tools::devices(json),
     };
     match result {
         Ok(()) => 0,

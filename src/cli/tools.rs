@@ -408,3 +408,42 @@ pub fn synth(preset: &str, output: &Path, seed: u64) -> Result<()> {
     );
     Ok(())
 }
+
+pub fn devices(json: bool) -> Result<()> {
+    let all = glmw::gpu::list_adapters(glmw::gpu::BackendChoice::Auto);
+    let chosen = glmw::gpu::Gpu::new(Default::default());
+    let describe = |i: &wgpu::AdapterInfo| {
+        format!("{} ({:?}, {:?}, driver {} {}, subgroup size {}..{})", i.name, i.backend, i.device_type, i.driver, i.driver_info, i.subgroup_min_size, i.subgroup_max_size)
+    };
+    if json {
+        let adapters = all.iter().map(|i| Json::str(describe(i))).collect();
+        let pick = match &chosen {
+            Ok(g) => Json::obj(vec![
+                ("adapter", Json::str(describe(&g.info))),
+                ("kernels", Json::str(g.caps.variant.name())),
+                ("shader_f16", Json::Bool(g.caps.shader_f16)),
+                ("timestamps", Json::Bool(g.caps.timestamps)),
+                ("max_storage_binding", Json::num(g.caps.max_storage_binding as f64)),
+                ("max_buffer", Json::num(g.caps.max_buffer as f64)),
+            ]),
+            Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
+        };
+        println!("{}", Json::obj(vec![("adapters", Json::Arr(adapters)), ("chosen", pick)]).render());
+    } else {
+        for i in &all {
+            println!("adapter: {}", describe(i));
+        }
+        if let Ok(g) = &chosen {
+            println!(
+                "chosen:  {} with {} kernels; f16 {}, timestamps {}, max binding {} MiB, max buffer {} MiB",
+                g.info.name,
+                g.caps.variant.name(),
+                g.caps.shader_f16,
+                g.caps.timestamps,
+                g.caps.max_storage_binding >> 20,
+                g.caps.max_buffer >> 20
+            );
+        }
+    }
+    chosen.map(|_| ())
+}
