@@ -81,6 +81,8 @@ fn specials_resolve_by_string_at_real_ids() {
         assert_eq!(t.token_type(id), Some(3));
     }
     assert_eq!(t.piece(154856), Some("[PAD154856]"));
+    assert_eq!(t.token_id("[PAD154856]"), Some(154856));
+    assert_eq!(t.token_type(154856), Some(5));
     assert_eq!(t.token_id("no such token"), None);
 }
 
@@ -159,6 +161,11 @@ fn special_tokens_need_parse_special() {
         "{plain:?}"
     );
     assert_eq!(t.decode(&plain).unwrap(), text);
+    // "/nothink" is a single regex piece; as plain text it must not become
+    // the control token through the whole-piece vocabulary lookup.
+    assert_eq!(t.encode("/nothink", true).unwrap(), vec![154851]);
+    let plain = t.encode("/nothink", false).unwrap();
+    assert!(!plain.contains(&154851) && t.decode(&plain).unwrap() == "/nothink");
     // Specials inside words are still cut out.
     let ids = t.encode("x</think>y", true).unwrap();
     assert!(ids.contains(&154842));

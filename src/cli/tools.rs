@@ -413,7 +413,16 @@ pub fn devices(json: bool) -> Result<()> {
     let all = glmw::gpu::list_adapters(glmw::gpu::BackendChoice::Auto);
     let chosen = glmw::gpu::Gpu::new(Default::default());
     let describe = |i: &wgpu::AdapterInfo| {
-        format!("{} ({:?}, {:?}, driver {} {}, subgroup size {}..{})", i.name, i.backend, i.device_type, i.driver, i.driver_info, i.subgroup_min_size, i.subgroup_max_size)
+        format!(
+            "{} ({:?}, {:?}, driver {} {}, subgroup size {}..{})",
+            i.name,
+            i.backend,
+            i.device_type,
+            i.driver,
+            i.driver_info,
+            i.subgroup_min_size,
+            i.subgroup_max_size
+        )
     };
     if json {
         let adapters = all.iter().map(|i| Json::str(describe(i))).collect();
@@ -423,12 +432,18 @@ pub fn devices(json: bool) -> Result<()> {
                 ("kernels", Json::str(g.caps.variant.name())),
                 ("shader_f16", Json::Bool(g.caps.shader_f16)),
                 ("timestamps", Json::Bool(g.caps.timestamps)),
-                ("max_storage_binding", Json::num(g.caps.max_storage_binding as f64)),
+                (
+                    "max_storage_binding",
+                    Json::num(g.caps.max_storage_binding as f64),
+                ),
                 ("max_buffer", Json::num(g.caps.max_buffer as f64)),
             ]),
             Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
         };
-        println!("{}", Json::obj(vec![("adapters", Json::Arr(adapters)), ("chosen", pick)]).render());
+        println!(
+            "{}",
+            Json::obj(vec![("adapters", Json::Arr(adapters)), ("chosen", pick)]).render()
+        );
     } else {
         for i in &all {
             println!("adapter: {}", describe(i));

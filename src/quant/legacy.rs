@@ -3,9 +3,12 @@
 //! `quantize_row_*_ref` operation for operation.
 //!
 //! Bit-exactness rests on doing the same f32 operations in the same order as
-//! ggml-quants.c. Rust never fuses `a*b + c` into an FMA, which matches gguf-py
-//! (numpy) and a ggml build without FP contraction; see `mod.rs` for the one
-//! place where FMA-contracted ggml builds can differ.
+//! ggml-quants.c. Rust never fuses `a*b + c` into an FMA; neither does gguf-py
+//! (numpy), and tests/gguf_py_crosscheck.rs checks both directions against it
+//! bit for bit. A ggml built with FP contraction on an FMA target may fuse
+//! `q*d + m` (Q4_1/Q5_1 and the K-quant decoders: 1 ulp apart at most) and
+//! `x*id + 8.5` in the Q4_0/Q5_0 encoders (a level off by one when x*id lands
+//! within an ulp of a rounding boundary).
 
 use super::{f16_to_f32, f32_to_f16};
 

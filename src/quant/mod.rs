@@ -251,24 +251,27 @@ fn whole_blocks(ty: GgmlType, n: usize) -> Result<usize> {
     Ok(n / bs)
 }
 
-/// Dequantize `data` (exactly out.len()/block_size whole blocks of `ty`) into `out`.
-/// Errors (crate::Error::Unsupported / InvalidArgument) for types without a decoder or wrong lengths; never panics.
-pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<()> {
+/// Checks that `n_bytes` bytes are exactly `n` elements of a decodable `ty`.
+fn check_dequant(ty: GgmlType, n: usize, n_bytes: usize) -> Result<()> {
     if !ty.can_dequantize() {
         return Err(Error::Unsupported(format!(
             "no CPU decoder for tensor type {ty}"
         )));
     }
-    let nb = whole_blocks(ty, out.len())?;
-    let want = nb.checked_mul(ty.type_size() as usize);
-    if want != Some(data.len()) {
+    let nb = whole_blocks(ty, n)?;
+    if nb.checked_mul(ty.type_size() as usize) != Some(n_bytes) {
         return Err(Error::InvalidArgument(format!(
-            "{ty}: {} elements need {} bytes, got {}",
-            out.len(),
-            nb as u128 * ty.type_size() as u128,
-            data.len()
+            "{ty}: {n} elements need {} bytes, got {n_bytes}",
+            nb as u128 * ty.type_size() as u128
         )));
     }
+    Ok(())
+}
+
+/// Dequantize `data` (exactly out.len()/block_size whole blocks of `ty`) into `out`.
+/// Errors (crate::Error::Unsupported / InvalidArgument) for types without a decoder or wrong lengths; never panics.
+pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<()> {
+    check_dequant(ty, out.len(), data.len())?;
     use kquants as k;
     use legacy as l;
     match ty {
@@ -308,18 +311,7 @@ pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<()> {
 /// Convenience: allocate and dequantize `n` elements.
 pub fn dequantize_vec(ty: GgmlType, data: &[u8], n: usize) -> Result<Vec<f32>> {
     // Validate before allocating so a bogus `n` cannot trigger a huge allocation.
-    if !ty.can_dequantize() {
-        return Err(Error::Unsupported(format!(
-            "no CPU decoder for tensor type {ty}"
-        )));
-    }
-    let nb = whole_blocks(ty, n)?;
-    if nb.checked_mul(ty.type_size() as usize) != Some(data.len()) {
-        return Err(Error::InvalidArgument(format!(
-            "{ty}: {n} elements do not match {} bytes",
-            data.len()
-        )));
-    }
+    check_dequant(ty, n, data.len())?;
     let mut out = vec![0.0f32; n];
     dequantize(ty, data, &mut out)?;
     Ok(out)
@@ -374,7 +366,11 @@ pub fn quantize_into(ty: GgmlType, src: &[f32], out: &mut Vec<u8>) -> Result<()>
         GgmlType::Q4_K => each_block_q::<{ k::QK_K }, { k::Q4_K_BYTES }>(src, dst, k::quant_q4_k),
         GgmlType::Q5_K => each_block_q::<{ k::QK_K }, { k::Q5_K_BYTES }>(src, dst, k::quant_q5_k),
         GgmlType::Q6_K => each_block_q::<{ k::QK_K }, { k::Q6_K_BYTES }>(src, dst, k::quant_q6_k),
-        _ => unreachable!("can_quantize() lists exactly the arms above"),
+        // can_quantize() lists exactly the arms above.
+        _ => {
+            out.truncate(start);
+            return Err(Error::Unsupported(format!("no quantizer for {ty}")));
+        }
     }
     Ok(())
 }

@@ -122,9 +122,11 @@ impl Rng {
 /// order, merged tokens up to `first_special`, GLM's 36 specials as CONTROL,
 /// then `[PAD{id}]` fillers as UNUSED (type 5), which is what llama.cpp's
 /// converter writes for ids the HF vocabulary leaves empty. Every token
-/// string is unique and every merge "a b" names two tokens whose
-/// concatenation is an earlier-or-equal-rank token, so the result loads in
-/// any BPE implementation. Deterministic in `seed`.
+/// string is unique, and every merge "a b" joins two tokens that exist
+/// before it into a token made by it or by an earlier merge, so the result
+/// loads in any BPE implementation. There can be a few more merges than
+/// merged tokens (a merge may land on an existing string, as in real BPE
+/// training). Deterministic in `seed`.
 ///
 /// Panics unless `256 <= first_special` and `first_special + 36 <= n_vocab`
 /// (callers pick these from a preset, not from user input).
@@ -235,8 +237,8 @@ impl Builder {
         }
     }
 
-    /// Fill the rest with seeded merges that extend word-like tokens by
-    /// letter-only tokens, so new tokens look like (pseudo-)words.
+    /// Fill the rest with seeded merges that extend word-like tokens by short
+    /// lowercase ones, so new tokens look like (pseudo-)words.
     fn random_merges(&mut self, limit: usize, reserved: &HashSet<&str>, seed: u64) {
         let lower = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_lowercase());
         // Left parts: an optional leading Ġ (space), a letter, lowercase after it.

@@ -14,13 +14,8 @@ pub mod chat;
 mod pre;
 
 use tokenizers::models::bpe::{Vocab, BPE};
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::{
-    Model, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, SplitDelimiterBehavior,
-};
+use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
 pub use bytes::StreamDecoder;
 pub use chat::{render_chat, ChatMessage, Role};
@@ -76,6 +71,8 @@ pub struct Tokenizer {
     /// Tokens cut out of the text before BPE, longest text first (the order
     /// llama.cpp tries them in).
     specials: Vec<u32>,
+    /// Tokens left out of the BPE vocabulary (see `in_bpe`).
+    not_bpe: Vec<u32>,
     eog: Vec<u32>,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -157,17 +154,26 @@ impl Tokenizer {
             }
         }
 
+        // Only BPE-able tokens go into the BPE vocabulary: with ignore_merges
+        // a pre-token equal to a control token's text ("/nothink" is one
+        // regex piece) would otherwise come out as that control token even
+        // with parse_special off.
         let vocab: Vocab = p
             .tokens
             .iter()
+            .zip(&types)
             .enumerate()
-            .map(|(i, t)| (t.clone(), i as u32))
+            .filter(|&(_, (_, &ty))| in_bpe(ty))
+            .map(|(i, (t, _))| (t.clone(), i as u32))
             .collect();
-        if vocab.len() != n {
+        let not_bpe: Vec<u32> = (0..n as u32)
+            .filter(|&i| !in_bpe(types[i as usize]))
+            .collect();
+        if vocab.len() + not_bpe.len() != n {
             // llama.cpp keeps the last id for a repeated string; so does this map.
             log::warn!(
                 "tokenizer: {} token strings appear more than once",
-                n - vocab.len()
+                n - vocab.len() - not_bpe.len()
             );
         }
         let mut merges = Vec::with_capacity(p.merges.len());
@@ -184,7 +190,8 @@ impl Tokenizer {
             .ignore_merges(spec.ignore_merges)
             .build()
             .map_err(|e| {
-                bad_merge(&p.tokens, &p.merges).unwrap_or_else(|| tok_err("building BPE", e))
+                bad_merge(&p.tokens, &types, &p.merges)
+                    .unwrap_or_else(|| tok_err("building BPE", e))
             })?;
 
         let pre_tok = build_pre_tokenizer(&spec)?;
@@ -193,7 +200,7 @@ impl Tokenizer {
         let mut piece_off = Vec::with_capacity(n + 1);
         piece_off.push(0u32);
         for (t, &ty) in p.tokens.iter().zip(&types) {
-            if ty == tt::NORMAL || ty == tt::UNDEFINED {
+            if in_bpe(ty) {
                 bytes::decode_byte_level(t, &mut piece_data);
             } else {
                 // Specials and user-defined tokens are stored as plain text.
@@ -230,6 +237,7 @@ impl Tokenizer {
             piece_data,
             piece_off,
             specials,
+            not_bpe,
             eog,
             bos: p.bos,
             eos: p.eos,
@@ -364,7 +372,9 @@ impl Tokenizer {
     /// Append what `decode` shows for `id`.
     pub(crate) fn render_into(&self, id: u32, out: &mut Vec<u8>) -> Result<()> {
         let ty = *self.types.get(id as usize).ok_or_else(|| self.bad_id(id))?;
-        if ty == tt::NORMAL || ty == tt::USER_DEFINED {
+        // Untyped tokens render too (llama.cpp would drop them), since BPE
+        // can produce them and decode(encode(x)) must give x back.
+        if in_bpe(ty) || ty == tt::USER_DEFINED {
             out.extend_from_slice(self.piece_slice(id));
         }
         Ok(())
@@ -406,7 +416,10 @@ impl Tokenizer {
     /// Exact vocabulary lookup. Special ids must be found this way, by
     /// their text, never hard-coded (model-spec §5.2).
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.bpe.token_to_id(text)
+        self.bpe.token_to_id(text).or_else(|| {
+            let found = self.not_bpe.iter().rev();
+            found.copied().find(|&i| self.tokens[i as usize] == text)
+        })
     }
 
     /// End-of-generation ids: eos, eot and eom, those the file names.
@@ -444,6 +457,12 @@ impl Tokenizer {
     }
 }
 
+/// Token types BPE may produce: text in the byte-level alphabet (untyped
+/// tokens are taken to be normal ones).
+fn in_bpe(ty: i32) -> bool {
+    matches!(ty, tt::NORMAL | tt::UNDEFINED)
+}
+
 enum Frag {
     Text(usize, usize),
     Special(u32),
@@ -451,8 +470,13 @@ enum Frag {
 
 /// After `tokenizers` rejected the merges: name the first bad one with its
 /// rank, which its own error does not.
-fn bad_merge(tokens: &[String], merges: &[String]) -> Option<Error> {
-    let known: std::collections::HashSet<&str> = tokens.iter().map(String::as_str).collect();
+fn bad_merge(tokens: &[String], types: &[i32], merges: &[String]) -> Option<Error> {
+    let known: std::collections::HashSet<&str> = tokens
+        .iter()
+        .zip(types)
+        .filter(|&(_, &ty)| in_bpe(ty))
+        .map(|(t, _)| t.as_str())
+        .collect();
     merges.iter().enumerate().find_map(|(i, m)| {
         let (a, b) = split_merge(m)?;
         let joined = format!("{a}{b}");
@@ -460,7 +484,7 @@ fn bad_merge(tokens: &[String], merges: &[String]) -> Option<Error> {
             .into_iter()
             .find(|t| !known.contains(t))?;
         Some(Error::Tokenizer(format!(
-            "merge {i} ({m:?}) names {missing:?}, which is not in the vocabulary"
+            "merge {i} ({m:?}) names {missing:?}, which is not a normal token of the vocabulary"
         )))
     })
 }
