@@ -111,7 +111,7 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
                 ),
             ));
         }
-        println!("{}", doc_json(doc).render());
+        println!("{}", Json::obj(doc).render());
         return Ok(());
     }
 
@@ -153,10 +153,6 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
     config.map(|_| ())
 }
 
-fn doc_json(fields: Vec<(&str, Json)>) -> Json {
-    Json::obj(fields)
-}
-
 fn config_json(c: &Config) -> Json {
     let n = |v: usize| Json::num(v as f64);
     Json::obj(vec![
@@ -182,14 +178,7 @@ fn config_json(c: &Config) -> Json {
             Json::str(format!("{:?}", c.gating).to_lowercase()),
         ),
         ("rope_freq_base", Json::num(c.rope_freq_base)),
-        (
-            "yarn",
-            if c.yarn.is_some() {
-                Json::Bool(true)
-            } else {
-                Json::Bool(false)
-            },
-        ),
+        ("yarn", Json::Bool(c.yarn.is_some())),
         ("rms_eps", Json::num(c.rms_eps)),
         ("kq_scale", Json::num(c.kq_scale())),
         ("n_ctx_train", n(c.n_ctx_train)),
