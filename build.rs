@@ -25,29 +25,27 @@ const PRELUDES: [Prelude; 2] = [
     },
 ];
 
+include!("src/gpu/manifest.rs");
+
 fn main() {
     let dir = Path::new("shaders");
     println!("cargo:rerun-if-changed=shaders");
+    println!("cargo:rerun-if-changed=src/gpu/manifest.rs");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let mut kernels: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("shaders/ exists")
-        .map(|e| e.expect("readable dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wgsl"))
-        .filter(|p| {
-            !p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("prelude_")
-        })
-        .collect();
-    kernels.sort();
-    let mut failures = Vec::new();
+    let mut failures = orphans(dir);
     for prelude in &PRELUDES {
         let pre_src = std::fs::read_to_string(dir.join(prelude.file)).expect("prelude exists");
-        for k in &kernels {
-            println!("cargo:rerun-if-changed={}", k.display());
-            let src = std::fs::read_to_string(k).expect("readable kernel");
-            if let Err(msg) = check(&pre_src, prelude, &src, k, &out_dir) {
+        for k in KERNELS {
+            let mut src = String::new();
+            let mut files = Vec::new();
+            for part in k.parts {
+                let text = std::fs::read_to_string(dir.join(part))
+                    .unwrap_or_else(|e| panic!("shaders/{part} (kernel {}): {e}", k.name));
+                files.push((format!("shaders/{part}"), text.lines().count() + 1));
+                src.push_str(&text);
+                src.push('\n');
+            }
+            if let Err(msg) = check(&pre_src, prelude, &src, &files, k, &out_dir) {
                 failures.push(msg);
             }
         }
@@ -63,29 +61,66 @@ fn main() {
     }
 }
 
-/// Parse + validate + translate one (prelude, kernel) pairing.
+/// Every .wgsl file must be a prelude or a part of some kernel.
+fn orphans(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("shaders/ exists") {
+        let name = e.expect("readable dir entry").file_name().to_string_lossy().to_string();
+        if name.ends_with(".wgsl")
+            && !name.starts_with("prelude_")
+            && !KERNELS.iter().any(|k| k.parts.contains(&name.as_str()))
+        {
+            out.push(format!("shaders/{name}: not used by any kernel in src/gpu/manifest.rs"));
+        }
+    }
+    out
+}
+
+/// Every combination of the kernel's override values.
+fn override_sets(k: &KernelDef) -> Vec<naga::back::PipelineConstants> {
+    let mut sets = vec![naga::back::PipelineConstants::default()];
+    for (name, values) in k.overrides {
+        sets = sets
+            .into_iter()
+            .flat_map(|s| {
+                values.iter().map(move |v| {
+                    let mut s = s.clone();
+                    s.insert(name.to_string(), *v);
+                    s
+                })
+            })
+            .collect();
+    }
+    sets
+}
+
+/// Parse + validate + translate one (prelude, kernel) pairing, the
+/// translation once per combination of override values.
 fn check(
     pre: &str,
     prelude: &Prelude,
     kernel: &str,
-    path: &Path,
+    files: &[(String, usize)],
+    k: &KernelDef,
     out_dir: &Path,
 ) -> Result<(), String> {
     // The prelude goes after the kernel so that kernel line numbers in naga's
-    // messages are the file's own; WGSL module declarations are order-free.
+    // messages are the files' own; WGSL module declarations are order-free.
     let src = format!("{kernel}\n{pre}");
-    let kernel_lines = kernel.lines().count() + 1;
-    let name = path.display().to_string();
+    let name = k.name;
     let locate = |line: usize| -> String {
-        if line <= kernel_lines {
-            format!("{name}:{line}")
-        } else {
-            format!(
-                "shaders/{}:{} (prelude, with {name})",
-                prelude.file,
-                line - kernel_lines
-            )
+        let mut first = 1;
+        for (file, n) in files {
+            if line < first + n {
+                return format!("{file}:{} (kernel {name})", line + 1 - first);
+            }
+            first += n;
         }
+        format!(
+            "shaders/{}:{} (prelude, kernel {name})",
+            prelude.file,
+            line + 1 - first
+        )
     };
     let module = naga::front::wgsl::parse_str(&src).map_err(|e| {
         let line = e
@@ -96,7 +131,7 @@ fn check(
             "{}: error: {}\n{}",
             locate(line),
             e.message(),
-            e.emit_to_string_with_path(&src, &name)
+            e.emit_to_string_with_path(&src, name)
         )
     })?;
     let info = Validator::new(ValidationFlags::all(), prelude.caps)
@@ -111,44 +146,41 @@ fn check(
                 locate(line),
                 prelude.file,
                 e.as_inner(),
-                e.emit_to_string_with_path(&src, &name)
+                e.emit_to_string_with_path(&src, name)
             )
         })?;
-    let (module, info) = naga::back::pipeline_constants::process_overrides(
-        &module,
-        &info,
-        None,
-        &naga::back::PipelineConstants::default(),
-    )
-    .map_err(|e| format!("{name}: error: override processing: {e}"))?;
-    let stem = format!(
-        "{}.{}",
-        path.file_stem().unwrap().to_string_lossy(),
-        prelude
-            .file
-            .trim_start_matches("prelude_")
-            .trim_end_matches(".wgsl")
-    );
-    let msl_opts = msl::Options {
-        lang_version: (2, 4),
-        ..Default::default()
-    };
-    let (msl_src, _) =
-        msl::write_string(&module, &info, &msl_opts, &msl::PipelineOptions::default())
-            .map_err(|e| format!("{name}: error: MSL translation with {}: {e}", prelude.file))?;
-    std::fs::write(out_dir.join(format!("{stem}.metal")), msl_src).expect("write OUT_DIR");
-    let spv_opts = spv::Options {
-        lang_version: (1, 3),
-        ..Default::default()
-    };
-    let words = spv::write_vec(&module, &info, &spv_opts, None).map_err(|e| {
-        format!(
-            "{name}: error: SPIR-V translation with {}: {e}",
-            prelude.file
-        )
-    })?;
-    std::fs::write(out_dir.join(format!("{stem}.spv")), bytemuck_words(&words))
-        .expect("write OUT_DIR");
+    let variant = prelude
+        .file
+        .trim_start_matches("prelude_")
+        .trim_end_matches(".wgsl");
+    for (i, consts) in override_sets(k).iter().enumerate() {
+        let (module, info) =
+            naga::back::pipeline_constants::process_overrides(&module, &info, None, consts)
+                .map_err(|e| format!("{name}: error: override processing {consts:?}: {e}"))?;
+        let stem = format!("{name}.{variant}.{i}");
+        let msl_opts = msl::Options {
+            lang_version: (2, 4),
+            ..Default::default()
+        };
+        let (msl_src, _) =
+            msl::write_string(&module, &info, &msl_opts, &msl::PipelineOptions::default())
+                .map_err(|e| {
+                    format!("{name}: error: MSL translation with {} {consts:?}: {e}", prelude.file)
+                })?;
+        std::fs::write(out_dir.join(format!("{stem}.metal")), msl_src).expect("write OUT_DIR");
+        let spv_opts = spv::Options {
+            lang_version: (1, 3),
+            ..Default::default()
+        };
+        let words = spv::write_vec(&module, &info, &spv_opts, None).map_err(|e| {
+            format!(
+                "{name}: error: SPIR-V translation with {} {consts:?}: {e}",
+                prelude.file
+            )
+        })?;
+        std::fs::write(out_dir.join(format!("{stem}.spv")), bytemuck_words(&words))
+            .expect("write OUT_DIR");
+    }
     Ok(())
 }
 

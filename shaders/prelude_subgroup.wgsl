@@ -10,6 +10,7 @@ struct Ids {
 
 // One slot per subgroup; subgroups have at least 4 lanes.
 var<workgroup> wg_scratch: array<f32, WG / 4u>;
+var<workgroup> wg_scratch_u: array<u32, WG / 4u>;
 
 // Segments that fit in a subgroup reduce by butterfly shuffles (segments
 // are runs of consecutive lanes); larger ones combine subgroup partials
@@ -39,4 +40,32 @@ fn seg_sum(x: f32, ids: Ids, seg: u32) -> f32 {
 
 fn wg_sum(x: f32, ids: Ids) -> f32 {
     return seg_sum(x, ids, WG);
+}
+
+fn wg_max(x: f32, ids: Ids) -> f32 {
+    let partial = subgroupMax(x);
+    if ids.lane == 0u {
+        wg_scratch[ids.lid / ids.sg_size] = partial;
+    }
+    workgroupBarrier();
+    var m = wg_scratch[0];
+    for (var i = 1u; i < WG / ids.sg_size; i++) {
+        m = max(m, wg_scratch[i]);
+    }
+    workgroupBarrier();
+    return m;
+}
+
+fn wg_min_u32(x: u32, ids: Ids) -> u32 {
+    let partial = subgroupMin(x);
+    if ids.lane == 0u {
+        wg_scratch_u[ids.lid / ids.sg_size] = partial;
+    }
+    workgroupBarrier();
+    var m = wg_scratch_u[0];
+    for (var i = 1u; i < WG / ids.sg_size; i++) {
+        m = min(m, wg_scratch_u[i]);
+    }
+    workgroupBarrier();
+    return m;
 }

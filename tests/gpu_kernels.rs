@@ -5,7 +5,7 @@
 
 mod common;
 
-use glmw::gpu::ops::{self, RmsNormParams};
+use glmw::gpu::ops::{self, Dispatch, RmsNormParams};
 use glmw::reference::ops as cpu;
 
 /// RMSNorm: f32 in, f32 out; only summation order differs from the f64 oracle.

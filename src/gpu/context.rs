@@ -3,6 +3,8 @@
 //! when the adapter has them; limits are the adapter's own, so large weight
 //! bindings work wherever the hardware allows them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::error::{Error, Result};
 
 /// Which wgpu backend to use.
@@ -72,6 +74,9 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub caps: Caps,
+    /// Buffers, bind groups and pipelines created so far (the decode test
+    /// checks that a token creates none).
+    objects: AtomicU64,
 }
 
 const INSTALL_HINT: &str = "install a Vulkan driver for your GPU, or Mesa's lavapipe CPU driver \
@@ -162,7 +167,25 @@ impl Gpu {
             queue,
             info,
             caps,
+            objects: AtomicU64::new(0),
         })
+    }
+
+    pub(crate) fn count_object(&self) {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// GPU objects (buffers, bind groups, pipelines) created through glmw.
+    pub fn objects_created(&self) -> u64 {
+        self.objects.load(Ordering::Relaxed)
+    }
+
+    /// Block until the GPU has finished all submitted work.
+    pub fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        Ok(())
     }
 
     /// The same device with the other kernel variant (tests run both on one adapter).

@@ -1,35 +1,99 @@
 //! The closed set of WGSL kernels, and the one place a kernel variant is
 //! chosen: each kernel is compiled with the reduction prelude `Caps` selects
-//! (subgroup or shared memory). Sources are the files in `shaders/`, the
-//! kernel first and the prelude after it, exactly as build.rs validates them.
+//! (subgroup or shared memory). Sources are the files in `shaders/` listed
+//! by `manifest.rs`, concatenated with the prelude last, exactly as build.rs
+//! validates them. Pipelines are keyed by (kernel, override values) and
+//! built while a plan is built, never while a token runs.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use super::context::{Caps, Gpu, Variant};
+use super::manifest::{KernelDef, KERNELS};
 use crate::error::{Error, Result};
+
+/// Weight formats the matvec kernels read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    Q4_0,
+    Q8_0,
+    Q5K,
+    Q6K,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     RmsNorm,
-    MatvecQ4_0,
+    Matvec(Format),
+    KvAppend,
+    Attention,
+    AttnCombine,
+    Router,
+    TopK,
+}
+
+/// How a binding is declared in the shader.
+#[derive(Clone, Copy)]
+enum Bind {
+    Uniform,
+    Read,
+    Write,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 2] = [Kernel::RmsNorm, Kernel::MatvecQ4_0];
-
-    /// The shader file's stem; also the pipeline label.
+    /// The manifest name; also the pipeline label.
     pub fn name(self) -> &'static str {
         match self {
             Kernel::RmsNorm => "rms_norm",
-            Kernel::MatvecQ4_0 => "matvec_q4_0",
+            Kernel::Matvec(Format::Q4_0) => "matvec_q4_0",
+            Kernel::Matvec(Format::Q8_0) => "matvec_q8_0",
+            Kernel::Matvec(Format::Q5K) => "matvec_q5_k",
+            Kernel::Matvec(Format::Q6K) => "matvec_q6_k",
+            Kernel::KvAppend => "kv_append",
+            Kernel::Attention => "attention",
+            Kernel::AttnCombine => "attn_combine",
+            Kernel::Router => "router",
+            Kernel::TopK => "topk",
         }
     }
 
-    fn wgsl(self) -> &'static str {
+    fn def(self) -> &'static KernelDef {
+        let name = self.name();
+        KERNELS
+            .iter()
+            .find(|k| k.name == name)
+            .expect("every Kernel is in the manifest")
+    }
+
+    fn bindings(self) -> &'static [Bind] {
+        use Bind::{Read as R, Uniform as U, Write as W};
         match self {
-            Kernel::RmsNorm => include_str!("../../shaders/rms_norm.wgsl"),
-            Kernel::MatvecQ4_0 => include_str!("../../shaders/matvec_q4_0.wgsl"),
+            Kernel::RmsNorm => &[U, R, R, W],
+            Kernel::Matvec(Format::Q4_0 | Format::Q8_0) => &[U, R, R, W, R, R, R, R],
+            Kernel::Matvec(Format::Q5K | Format::Q6K) => &[U, R, R, W, R, R, R],
+            Kernel::KvAppend => &[U, U, R, R, W],
+            Kernel::Attention => &[U, U, R, R, R, W, W],
+            Kernel::AttnCombine => &[U, R, R, W],
+            Kernel::Router => &[U, R, R, R, R, W, W, W],
+            Kernel::TopK => &[U, R, R, W, W],
         }
+    }
+}
+
+fn file(name: &str) -> &'static str {
+    match name {
+        "rms_norm.wgsl" => include_str!("../../shaders/rms_norm.wgsl"),
+        "matvec.wgsl" => include_str!("../../shaders/matvec.wgsl"),
+        "q4_0.wgsl" => include_str!("../../shaders/q4_0.wgsl"),
+        "q8_0.wgsl" => include_str!("../../shaders/q8_0.wgsl"),
+        "q5_k.wgsl" => include_str!("../../shaders/q5_k.wgsl"),
+        "q6_k.wgsl" => include_str!("../../shaders/q6_k.wgsl"),
+        "kv_append.wgsl" => include_str!("../../shaders/kv_append.wgsl"),
+        "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
+        "attn_combine.wgsl" => include_str!("../../shaders/attn_combine.wgsl"),
+        "router.wgsl" => include_str!("../../shaders/router.wgsl"),
+        "topk.wgsl" => include_str!("../../shaders/topk.wgsl"),
+        other => unreachable!("manifest names unknown shader {other}"),
     }
 }
 
@@ -42,56 +106,133 @@ fn prelude(v: Variant) -> &'static str {
 
 /// The WGSL text compiled for `kernel` in `variant`.
 pub fn source(kernel: Kernel, variant: Variant) -> String {
-    format!("{}\n{}", kernel.wgsl(), prelude(variant))
+    let mut s = String::new();
+    for part in kernel.def().parts {
+        s.push_str(file(part));
+        s.push('\n');
+    }
+    s.push_str(prelude(variant));
+    s
 }
 
-/// Every pipeline, built eagerly so the first token has no compile stall.
+/// Override values for one pipeline, e.g. `[("MODE", 1.0), ("TPR", 8.0)]`.
+pub type Consts<'a> = &'a [(&'static str, f64)];
+
+type Key = (Kernel, Vec<(&'static str, u64)>);
+
+/// Pipelines and bind-group layouts of one kernel variant on one device.
 pub struct Pipelines {
     pub variant: Variant,
-    pipes: HashMap<Kernel, wgpu::ComputePipeline>,
+    layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
+    built: Mutex<HashMap<Key, wgpu::ComputePipeline>>,
 }
 
 impl Pipelines {
     pub fn new(gpu: &Gpu, caps: &Caps) -> Result<Pipelines> {
-        let mut pipes = HashMap::new();
-        for k in Kernel::ALL {
-            let label = format!("{}.{}", k.name(), caps.variant.name());
-            let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let module = gpu
-                .device
-                .create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(&label),
-                    source: wgpu::ShaderSource::Wgsl(source(k, caps.variant).into()),
-                });
-            let pipe = gpu
-                .device
-                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(&label),
-                    layout: None,
-                    module: &module,
-                    entry_point: Some("main"),
-                    compilation_options: wgpu::PipelineCompilationOptions {
-                        // Kernels write their shared memory before reading it.
-                        zero_initialize_workgroup_memory: false,
-                        ..Default::default()
+        let mut layouts = HashMap::new();
+        let kernels = [
+            Kernel::RmsNorm,
+            Kernel::Matvec(Format::Q4_0),
+            Kernel::Matvec(Format::Q8_0),
+            Kernel::Matvec(Format::Q5K),
+            Kernel::Matvec(Format::Q6K),
+            Kernel::KvAppend,
+            Kernel::Attention,
+            Kernel::AttnCombine,
+            Kernel::Router,
+            Kernel::TopK,
+        ];
+        for k in kernels {
+            let entries: Vec<wgpu::BindGroupLayoutEntry> = k
+                .bindings()
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+                    binding: i as u32,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: match b {
+                            Bind::Uniform => wgpu::BufferBindingType::Uniform,
+                            Bind::Read => wgpu::BufferBindingType::Storage { read_only: true },
+                            Bind::Write => wgpu::BufferBindingType::Storage { read_only: false },
+                        },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
                     },
-                    cache: None,
+                    count: None,
+                })
+                .collect();
+            let layout = gpu
+                .device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some(k.name()),
+                    entries: &entries,
                 });
-            if let Some(e) = pollster::block_on(scope.pop()) {
-                return Err(Error::Gpu(format!(
-                    "kernel {label} failed to build on {}: {e}",
-                    gpu.info.name
-                )));
-            }
-            pipes.insert(k, pipe);
+            layouts.insert(k, layout);
         }
         Ok(Pipelines {
             variant: caps.variant,
-            pipes,
+            layouts,
+            built: Mutex::new(HashMap::new()),
         })
     }
 
-    pub fn get(&self, k: Kernel) -> &wgpu::ComputePipeline {
-        &self.pipes[&k]
+    pub fn layout(&self, k: Kernel) -> &wgpu::BindGroupLayout {
+        &self.layouts[&k]
+    }
+
+    /// The pipeline of `k` with override values `consts`, built on first use.
+    pub fn get(&self, gpu: &Gpu, k: Kernel, consts: Consts<'_>) -> Result<wgpu::ComputePipeline> {
+        let key: Key = (k, consts.iter().map(|(n, v)| (*n, v.to_bits())).collect());
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = built.get(&key) {
+            return Ok(p.clone());
+        }
+        for (name, v) in consts {
+            let allowed = k.def().overrides.iter().find(|(n, _)| n == name);
+            assert!(
+                allowed.is_some_and(|(_, vals)| vals.contains(v)),
+                "{}: override {name}={v} is not in the manifest, so build.rs never checked it",
+                k.name()
+            );
+        }
+        let label = format!("{}.{}", k.name(), self.variant.name());
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = gpu
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&label),
+                source: wgpu::ShaderSource::Wgsl(source(k, self.variant).into()),
+            });
+        let layout = gpu
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(&label),
+                bind_group_layouts: &[Some(self.layout(k))],
+                immediate_size: 0,
+            });
+        let pipe = gpu
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&label),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: consts,
+                    // Kernels write their shared memory before reading it.
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!(
+                "kernel {label} {consts:?} failed to build on {}: {e}",
+                gpu.info.name
+            )));
+        }
+        gpu.count_object();
+        built.insert(key, pipe.clone());
+        Ok(pipe)
     }
 }

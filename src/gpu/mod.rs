@@ -1,11 +1,15 @@
 //! Everything that talks to wgpu: the device context and capabilities, the
-//! kernel set and its single variant selector, and buffer helpers.
+//! kernel set and its single variant selector, weight upload, the decode
+//! plan, and buffer helpers.
 
 mod buffers;
 pub mod context;
 pub mod kernels;
+mod manifest;
 pub mod ops;
 pub mod repack;
 
 pub use context::{list_adapters, BackendChoice, Caps, Gpu, GpuOptions, Variant};
-pub use kernels::{Kernel, Pipelines};
+pub use kernels::{Format, Kernel, Pipelines};
+pub mod weights;
+pub mod plan;

@@ -4,59 +4,78 @@
 //! replayed into a compute pass as often as needed.
 
 use super::context::Gpu;
-use super::kernels::{Kernel, Pipelines};
+use super::kernels::{Consts, Format, Kernel, Pipelines};
 use crate::error::{Error, Result};
 
 /// One pre-built dispatch: the unit a decode plan is made of.
 pub struct Dispatch {
     pub kernel: Kernel,
-    pub bind_group: wgpu::BindGroup,
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
     pub workgroups: [u32; 3],
 }
 
 impl Dispatch {
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, pipes: &Pipelines) {
-        pass.set_pipeline(pipes.get(self.kernel));
+    /// Bind `buffers` in order (binding 0, 1, …) for kernel `k` built with
+    /// the override values `consts`.
+    pub fn new(
+        gpu: &Gpu,
+        pipes: &Pipelines,
+        k: Kernel,
+        consts: Consts<'_>,
+        buffers: &[&wgpu::Buffer],
+        workgroups: [u32; 3],
+    ) -> Result<Dispatch> {
+        let pipeline = pipes.get(gpu, k, consts)?;
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(k.name()),
+            layout: pipes.layout(k),
+            entries: &entries,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!("binding buffers for {}: {e}", k.name())));
+        }
+        gpu.count_object();
+        Ok(Dispatch {
+            kernel: k,
+            pipeline,
+            bind_group,
+            workgroups,
+        })
+    }
+
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(self.workgroups[0], self.workgroups[1], self.workgroups[2]);
     }
 }
 
 /// Record `dispatches` into one compute pass, submit, and wait.
-pub fn run(gpu: &Gpu, pipes: &Pipelines, dispatches: &[Dispatch]) -> Result<()> {
+pub fn run(gpu: &Gpu, dispatches: &[Dispatch]) -> Result<()> {
     let mut enc = gpu.device.create_command_encoder(&Default::default());
     {
         let mut pass = enc.begin_compute_pass(&Default::default());
         for d in dispatches {
-            d.record(&mut pass, pipes);
+            d.record(&mut pass);
         }
     }
     gpu.queue.submit([enc.finish()]);
-    gpu.device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
-    Ok(())
-}
-
-fn bind(gpu: &Gpu, pipes: &Pipelines, k: Kernel, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-    let entries: Vec<wgpu::BindGroupEntry> = buffers
-        .iter()
-        .enumerate()
-        .map(|(i, b)| wgpu::BindGroupEntry {
-            binding: i as u32,
-            resource: b.as_entire_binding(),
-        })
-        .collect();
-    gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some(k.name()),
-        layout: &pipes.get(k).get_bind_group_layout(0),
-        entries: &entries,
-    })
+    gpu.wait()
 }
 
 /// Workgroup counts for `n` independent items, folded into two dimensions
 /// because each is capped at 65535; kernels rebuild the index from both.
-fn grid(n: u32) -> [u32; 3] {
+pub fn grid(n: u32) -> [u32; 3] {
     if n <= 65535 {
         [n, 1, 1]
     } else {
@@ -76,57 +95,168 @@ pub struct RmsNormParams {
 }
 const _: () = assert!(std::mem::size_of::<RmsNormParams>() % 16 == 0);
 
-/// y[r] = RMSNorm(x[r]) · g for `n_rows` rows of `n`.
-pub fn rms_norm(
-    gpu: &Gpu,
-    pipes: &Pipelines,
-    params: &wgpu::Buffer,
-    x: &wgpu::Buffer,
-    g: &wgpu::Buffer,
-    y: &wgpu::Buffer,
-    n_rows: u32,
-) -> Dispatch {
-    Dispatch {
-        kernel: Kernel::RmsNorm,
-        bind_group: bind(gpu, pipes, Kernel::RmsNorm, &[params, x, g, y]),
-        workgroups: grid(n_rows),
-    }
+// ---- matvec ------------------------------------------------------------
+
+/// What a matvec dispatch computes (shaders/matvec.wgsl, `MODE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatvecMode {
+    /// y = W·x, one matrix per batch slot (z).
+    Plain,
+    /// silu(gate)·up of the matrix chosen by `sel[z]`.
+    GateUp,
+    /// Σ_k sel_w[k]·W_{sel[k]}·x_k (experts' down with the combine).
+    WeightedSum,
 }
 
-// ---- matvec_q4_0 -------------------------------------------------------
-
 #[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MatvecParams {
     pub rows: u32,
-    /// Quant blocks per row.
-    pub blocks: u32,
-    pub _pad: [u32; 2],
+    pub units: u32,
+    pub mat_units: u32,
+    pub n_slot: u32,
+    pub x_stride: u32,
+    pub y_stride: u32,
+    pub y_off: u32,
+    pub eps: f32,
 }
 const _: () = assert!(std::mem::size_of::<MatvecParams>() % 16 == 0);
 
-/// Rows per workgroup of the matvec kernels (WG / TPR in the shader).
-const MATVEC_ROWS_PER_WG: u32 = 8;
+/// Invocations per row: enough to cover a row's units in one pass where
+/// rows are short (k_b's 6 units), 32 otherwise.
+pub fn matvec_tpr(units: u32) -> u32 {
+    units.next_power_of_two().clamp(4, 32)
+}
 
-/// y = W·x for a repacked Q4_0 matrix of `rows` rows (`gpu::repack`).
-pub fn matvec_q4_0(
-    gpu: &Gpu,
-    pipes: &Pipelines,
-    params: &wgpu::Buffer,
-    scales: &wgpu::Buffer,
-    nibbles: &wgpu::Buffer,
-    x: &wgpu::Buffer,
-    y: &wgpu::Buffer,
-    rows: u32,
-) -> Dispatch {
-    Dispatch {
-        kernel: Kernel::MatvecQ4_0,
-        bind_group: bind(
-            gpu,
-            pipes,
-            Kernel::MatvecQ4_0,
-            &[params, scales, nibbles, x, y],
-        ),
-        workgroups: grid(rows.div_ceil(MATVEC_ROWS_PER_WG)),
+/// Everything one matvec dispatch needs besides its buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct MatvecSpec {
+    pub format: Format,
+    pub mode: MatvecMode,
+    pub norm: bool,
+    pub accum: bool,
+    pub params: MatvecParams,
+    /// Batch slots (z) for Plain and GateUp.
+    pub slots: u32,
+}
+
+/// Buffers of one matvec dispatch, in binding order after params.
+pub struct MatvecBuffers<'a> {
+    pub params: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    /// The norm weight (any small buffer when `norm` is off).
+    pub g: &'a wgpu::Buffer,
+    pub y: &'a wgpu::Buffer,
+    pub sel: &'a wgpu::Buffer,
+    pub sel_w: &'a wgpu::Buffer,
+    /// The weight arrays the format binds (one or two).
+    pub weights: &'a [wgpu::Buffer],
+}
+
+pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
+    let tpr = matvec_tpr(s.params.units);
+    let mode = match s.mode {
+        MatvecMode::Plain => 0.0,
+        MatvecMode::GateUp => 1.0,
+        MatvecMode::WeightedSum => 2.0,
+    };
+    let consts = [
+        ("MODE", mode),
+        ("NORM", s.norm as u32 as f64),
+        ("ACCUM", s.accum as u32 as f64),
+        ("TPR", tpr as f64),
+    ];
+    let mut bufs = vec![b.params, b.x, b.g, b.y, b.sel, b.sel_w];
+    bufs.extend(b.weights.iter());
+    let mut wg = grid(s.params.rows.div_ceil(256 / tpr));
+    wg[2] = match s.mode {
+        MatvecMode::WeightedSum => 1,
+        _ => s.slots,
+    };
+    Dispatch::new(gpu, pipes, Kernel::Matvec(s.format), &consts, &bufs, wg)
+}
+
+// ---- attention and the KV cache -----------------------------------------
+
+/// Per-token values shared by kv_append and attention (WGSL `struct Step`).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Step {
+    pub pos: u32,
+    pub n_pos: u32,
+    pub _pad: [u32; 2],
+    /// (cos, sin, 0, 0) of each rope pair at `pos`.
+    pub rope: [[f32; 4]; 64],
+}
+const _: () = assert!(std::mem::size_of::<Step>() == 16 + 64 * 16);
+
+impl Step {
+    pub fn new(pos: usize, cos_sin: &[(f32, f32)]) -> Step {
+        let mut rope = [[0f32; 4]; 64];
+        for (r, &(c, s)) in rope.iter_mut().zip(cos_sin) {
+            *r = [c, s, 0.0, 0.0];
+        }
+        Step {
+            pos: pos as u32,
+            n_pos: pos as u32 + 1,
+            _pad: [0; 2],
+            rope,
+        }
     }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct KvAppendParams {
+    pub n_kv: u32,
+    pub n_rot: u32,
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionParams {
+    pub n_kv: u32,
+    pub n_rot: u32,
+    pub n_nope: u32,
+    pub n_split: u32,
+    pub scale: f32,
+    pub _pad: [u32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct CombineParams {
+    pub n_kv: u32,
+    pub n_split: u32,
+    pub _pad: [u32; 2],
+}
+
+// ---- router and top-k --------------------------------------------------
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RouterParams {
+    pub n_embd: u32,
+    pub n_expert: u32,
+    pub n_used: u32,
+    /// 0 sigmoid, 1 softmax.
+    pub gating: u32,
+    pub norm_w: u32,
+    pub scale: f32,
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+/// Experts the router kernel can hold (`MAX_EXPERT` in router.wgsl).
+pub const ROUTER_MAX_EXPERT: usize = 512;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TopKParams {
+    pub n: u32,
+    pub len: u32,
+    pub k: u32,
+    pub _pad: u32,
 }

@@ -35,3 +35,40 @@ pub fn repack_q4_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     scales.resize(2 * n.next_multiple_of(2), 0);
     Ok((scales, nibbles))
 }
+
+/// Split GGUF Q8_0 blocks (f16 scale + 32 signed bytes, 34 B) into scales
+/// (two f16 per word, as for Q4_0) and quants (32 bytes per block, unchanged).
+pub fn repack_q8_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    if blocks.len() % 34 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{} bytes is not a whole number of Q8_0 blocks",
+            blocks.len()
+        )));
+    }
+    let n = blocks.len() / 34;
+    let mut scales = Vec::with_capacity(2 * n.next_multiple_of(2));
+    let mut quants = Vec::with_capacity(32 * n);
+    for b in blocks.chunks_exact(34) {
+        scales.extend_from_slice(&b[..2]);
+        quants.extend_from_slice(&b[2..]);
+    }
+    scales.resize(2 * n.next_multiple_of(2), 0);
+    Ok((scales, quants))
+}
+
+/// Pad each 210-byte Q6_K super-block to 212 bytes so every block starts on
+/// a word (shaders/q6_k.wgsl reads it as array<u32>).
+pub fn pad_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
+    if blocks.len() % 210 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{} bytes is not a whole number of Q6_K blocks",
+            blocks.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(blocks.len() / 210 * 212);
+    for b in blocks.chunks_exact(210) {
+        out.extend_from_slice(b);
+        out.extend_from_slice(&[0, 0]);
+    }
+    Ok(out)
+}

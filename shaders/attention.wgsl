@@ -1,0 +1,130 @@
+// MLA attention over the latent cache, absorbed form, split over the
+// sequence (flash-decoding). For head h and split s, positions
+// [s·len, min((s+1)·len, n_pos)) with len = ceil(n_pos / n_split):
+//   score_t = (q_abs_h · c_t + rope(q_pe_h) · k_pe_t) · kq_scale
+//   m = max score, l = Σ exp(score − m), o = Σ exp(score − m) · c_t
+// written unnormalised for attn_combine.wgsl to merge.
+//
+// Bindings: 0 params (uniform), 1 step (uniform: n_pos, rope table),
+// 2 q_abs (array<f32>, n_head × n_kv), 3 q (array<f32>, n_head ×
+// (n_nope + n_rot), the q_b output: q_pe is its tail, roped here),
+// 4 cache (array<u32>, f16 pairs, rows of (n_kv + n_rot) / 2 words),
+// 5 o (array<vec2<f32>>, n_head × n_split × n_kv / 2),
+// 6 ml (array<vec2<f32>>, n_head × n_split: (m, l)).
+// Dispatch: (n_split, n_head, 1). Invocation i owns latent pair i (n_kv <=
+// 2·WG); positions go TILE at a time, SEG = WG / TILE invocations per
+// position for the scores.
+
+const WG: u32 = 256u;
+const TILE: u32 = 32u;
+const SEG: u32 = WG / TILE;
+// Finite "minus infinity": exp(NEG - m) underflows to 0 without NaNs.
+const NEG: f32 = -3.0e38;
+
+struct Params {
+    n_kv: u32,
+    n_rot: u32,
+    n_nope: u32,
+    n_split: u32,
+    scale: f32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+struct Step {
+    pos: u32,
+    n_pos: u32,
+    _pad0: u32,
+    _pad1: u32,
+    rope: array<vec4<f32>, 64>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(2) var<storage, read> q_abs: array<f32>;
+@group(0) @binding(3) var<storage, read> q: array<f32>;
+@group(0) @binding(4) var<storage, read> cache: array<u32>;
+@group(0) @binding(5) var<storage, read_write> o: array<vec2<f32>>;
+@group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
+
+// The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache words.
+var<workgroup> qs: array<vec2<f32>, 320>;
+var<workgroup> probs: array<f32, TILE>;
+
+@compute @workgroup_size(WG)
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
+    let s = wid.x;
+    let h = wid.y;
+    let words = (p.n_kv + p.n_rot) / 2u;
+    let kv_words = p.n_kv / 2u;
+    for (var w = ids.lid; w < words; w += WG) {
+        if w < kv_words {
+            let b = h * p.n_kv + 2u * w;
+            qs[w] = vec2<f32>(q_abs[b], q_abs[b + 1u]);
+        } else {
+            let i = w - kv_words;
+            let b = h * (p.n_nope + p.n_rot) + p.n_nope + 2u * i;
+            let a = q[b];
+            let c = q[b + 1u];
+            let cs = step.rope[i].xy;
+            qs[w] = vec2<f32>(a * cs.x - c * cs.y, a * cs.y + c * cs.x);
+        }
+    }
+    workgroupBarrier();
+
+    let len = (step.n_pos + p.n_split - 1u) / p.n_split;
+    let t0 = s * len;
+    let t1 = min(t0 + len, step.n_pos);
+    var m = NEG;
+    var l = 0.0;
+    var acc = vec2<f32>(0.0);
+    let own = ids.lid < kv_words;
+    for (var tb = t0; tb < t1; tb += TILE) {
+        // scores of positions tb .. tb + TILE, SEG invocations each
+        let t = tb + ids.lid / SEG;
+        var part = 0.0;
+        if t < t1 {
+            let row = t * words;
+            for (var w = ids.lid % SEG; w < words; w += SEG) {
+                part += dot(unpack2x16float(cache[row + w]), qs[w]);
+            }
+        }
+        let score = seg_sum(part, ids, SEG) * p.scale;
+        if ids.lid % SEG == 0u {
+            probs[ids.lid / SEG] = select(NEG, score, t < t1);
+        }
+        workgroupBarrier();
+        var tile_max = NEG;
+        for (var i = 0u; i < TILE; i++) {
+            tile_max = max(tile_max, probs[i]);
+        }
+        let m_new = max(m, tile_max);
+        let corr = exp(m - m_new);
+        workgroupBarrier();
+        if ids.lid < TILE {
+            probs[ids.lid] = exp(probs[ids.lid] - m_new);
+        }
+        workgroupBarrier();
+        var psum = 0.0;
+        acc *= corr;
+        let n = min(TILE, t1 - tb);
+        for (var i = 0u; i < n; i++) {
+            let pr = probs[i];
+            psum += pr;
+            if own {
+                acc += pr * unpack2x16float(cache[(tb + i) * words + ids.lid]);
+            }
+        }
+        l = l * corr + psum;
+        m = m_new;
+        workgroupBarrier();
+    }
+    let slot = h * p.n_split + s;
+    if own {
+        o[slot * kv_words + ids.lid] = acc;
+    }
+    if ids.lid == 0u {
+        ml[slot] = vec2<f32>(m, l);
+    }
+}

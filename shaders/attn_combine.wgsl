@@ -1,0 +1,43 @@
+// Merges the per-split partial results of attention.wgsl for each head:
+// out_h = Σ_s e^(m_s − M) · o_s / Σ_s e^(m_s − M) · l_s, M = max_s m_s.
+//
+// Bindings: 0 params (uniform), 1 o (array<vec2<f32>>, n_head × n_split ×
+// n_kv / 2), 2 ml (array<vec2<f32>>, (m, l) per head and split),
+// 3 out (array<vec2<f32>>, n_head × n_kv / 2).
+// Dispatch: (n_head, 1, 1); invocation i owns latent pair i.
+
+const WG: u32 = 256u;
+
+struct Params {
+    n_kv: u32,
+    n_split: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> o: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> ml: array<vec2<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
+
+@compute @workgroup_size(WG)
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
+    let h = wid.x;
+    let kv_words = p.n_kv / 2u;
+    if ids.lid >= kv_words {
+        return;
+    }
+    var mx = -3.0e38;
+    for (var s = 0u; s < p.n_split; s++) {
+        mx = max(mx, ml[h * p.n_split + s].x);
+    }
+    var num = vec2<f32>(0.0);
+    var den = 0.0;
+    for (var s = 0u; s < p.n_split; s++) {
+        let slot = h * p.n_split + s;
+        let f = exp(ml[slot].x - mx);
+        num += f * o[slot * kv_words + ids.lid];
+        den += f * ml[slot].y;
+    }
+    out[h * kv_words + ids.lid] = num / den;
+}

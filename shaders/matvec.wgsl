@@ -1,0 +1,141 @@
+// Decode matvec entry point, shared by every weight format. The host builds
+// it together with one format file (q4_0.wgsl, q8_0.wgsl, q5_k.wgsl,
+// q6_k.wgsl), which binds the weights at 6 (and 7) and defines
+// `unit_dot(u, xo)`: the dot product of weight unit `u` (32 consecutive
+// weights of a row; units are numbered row-major over the whole buffer) with
+// x[4·xo .. 4·xo + 32] read through `xv`.
+//
+// Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (norm weight,
+// array<vec4<f32>>; only read when NORM), 3 y (array<f32>), 4 sel (selected
+// expert ids, array<u32>), 5 sel_w (their weights, array<f32>); both only
+// read when MODE > 0.
+// Dispatch: (ceil(rows / (WG / TPR)) folded into x·y past 65535, 1, slots)
+// for MODE 0 and 1; z = 1 for MODE 2.
+// Each workgroup owns WG / TPR rows; TPR consecutive invocations share a row
+// and stride over its units, then seg_sum combines their partial sums.
+//
+// Overrides select the mode at pipeline creation:
+//   MODE 0: y[y_off + z·y_stride + r] = W_z[r] · x[z·x_stride ..]   (z = batch slot)
+//   MODE 1: W holds gate rows then up rows of each matrix (expert);
+//           y[z·y_stride + y_off + r] = silu(W_e[r]·x) · (W_e[rows + r]·x), e = sel[z]
+//   MODE 2: y[y_off + r] = Σ_k sel_w[k] · W_{sel[k]}[r] · x[k·x_stride ..]
+//   NORM:   x is replaced by RMSNorm(x) · g (each workgroup recomputes the norm)
+//   ACCUM:  y += result instead of y = result (residual adds)
+
+const WG: u32 = 256u;
+
+override MODE: u32 = 0u;
+override NORM: bool = false;
+override ACCUM: bool = false;
+override TPR: u32 = 32u;
+
+struct Params {
+    // rows per matrix handled by this dispatch
+    rows: u32,
+    // 32-weight units per row
+    units: u32,
+    // units between consecutive matrices (experts or batch heads)
+    mat_units: u32,
+    // slots (MODE 2: selected experts summed per row)
+    n_slot: u32,
+    // vec4s between slots' inputs
+    x_stride: u32,
+    // floats between slots' outputs
+    y_stride: u32,
+    // first output row (a tensor split over several buffers)
+    y_off: u32,
+    eps: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> g: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read> sel: array<u32>;
+@group(0) @binding(5) var<storage, read> sel_w: array<f32>;
+
+// x as the format files read it: the norm weight is folded in here and the
+// 1/rms factor applied once to the row total.
+fn xv(i: u32) -> vec4<f32> {
+    if NORM {
+        return x[i] * g[i];
+    }
+    return x[i];
+}
+
+// The four bytes of `w`, low first.
+fn bytes4(w: u32) -> vec4<u32> {
+    return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
+}
+
+// Partial dot of row r of matrix m with x from vec4 `xo`: the units t, t+TPR, …
+fn row_part(m: u32, r: u32, xo: u32, t: u32) -> f32 {
+    let base = m * p.mat_units + r * p.units;
+    var acc = 0.0;
+    for (var u = t; u < p.units; u += TPR) {
+        acc += unit_dot(base + u, xo + u * 8u);
+    }
+    return acc;
+}
+
+fn silu(v: f32) -> f32 {
+    return v / (1.0 + exp(-v));
+}
+
+@compute @workgroup_size(WG)
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let r = (wid.y * nwg.x + wid.x) * (WG / TPR) + ids.lid / TPR;
+    let t = ids.lid % TPR;
+    let z = wid.z;
+    let live = r < p.rows;
+
+    var scale = 1.0;
+    if NORM {
+        let n4 = p.units * 8u;
+        var ss = 0.0;
+        for (var i = ids.lid; i < n4; i += WG) {
+            let v = x[i];
+            ss += dot(v, v);
+        }
+        scale = inverseSqrt(wg_sum(ss, ids) / f32(n4 * 4u) + p.eps);
+    }
+
+    var out = 0.0;
+    var idx = 0u;
+    if MODE == 0u {
+        var a = 0.0;
+        if live {
+            a = row_part(z, r, z * p.x_stride, t);
+        }
+        out = seg_sum(a, ids, TPR) * scale;
+        idx = p.y_off + z * p.y_stride + r;
+    } else if MODE == 1u {
+        var a = 0.0;
+        var b = 0.0;
+        if live {
+            let e = sel[z];
+            a = row_part(e, r, 0u, t);
+            b = row_part(e, r + p.rows, 0u, t);
+        }
+        let gate = seg_sum(a, ids, TPR) * scale;
+        let up = seg_sum(b, ids, TPR) * scale;
+        out = silu(gate) * up;
+        idx = z * p.y_stride + p.y_off + r;
+    } else {
+        var a = 0.0;
+        if live {
+            for (var k = 0u; k < p.n_slot; k++) {
+                a += sel_w[k] * row_part(sel[k], r, k * p.x_stride, t);
+            }
+        }
+        out = seg_sum(a, ids, TPR) * scale;
+        idx = p.y_off + r;
+    }
+    if t == 0u && live {
+        if ACCUM {
+            y[idx] += out;
+        } else {
+            y[idx] = out;
+        }
+    }
+}

@@ -1,0 +1,42 @@
+// Q5_K weights for matvec.wgsl, GGUF bytes unchanged (176-byte super-blocks
+// are already word aligned: 44 words). A super-block holds 8 units of 32
+// weights: w = d·sc_j·(q + 16·h) − dmin·m_j, with 6-bit sc_j, m_j packed in
+// 12 bytes, q four bits and h one bit.
+// Word layout of a super-block: 0 d|dmin (f16 pair), 1..4 scales,
+// 4..12 qh (bit j of byte l = high bit of unit j's weight l), 12..44 qs
+// (unit j's weight l: byte 32·(j/2) + l, high nibble when j is odd).
+// Binding: 6 blocks (array<u32>).
+
+@group(0) @binding(6) var<storage, read> blocks: array<u32>;
+
+fn byte_at(w0: u32, b: u32) -> u32 {
+    return (blocks[w0 + (b >> 2u)] >> ((b & 3u) * 8u)) & 0xFFu;
+}
+
+fn unit_dot(u: u32, xo: u32) -> f32 {
+    let j = u % 8u;
+    let w0 = (u / 8u) * 44u;
+    let dm = unpack2x16float(blocks[w0]);
+    // ggml's get_scale_min_k4 over scale bytes s[0..12] (words 1..4)
+    var sc: u32;
+    var mn: u32;
+    if j < 4u {
+        sc = byte_at(w0 + 1u, j) & 63u;
+        mn = byte_at(w0 + 1u, j + 4u) & 63u;
+    } else {
+        sc = (byte_at(w0 + 1u, j + 4u) & 0xFu) | ((byte_at(w0 + 1u, j - 4u) >> 6u) << 4u);
+        mn = (byte_at(w0 + 1u, j + 4u) >> 4u) | ((byte_at(w0 + 1u, j) >> 6u) << 4u);
+    }
+    let qs0 = w0 + 12u + (j / 2u) * 8u;
+    let shift = (j & 1u) * 4u;
+    var dq = 0.0;
+    var sx = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+        let q = (bytes4(blocks[qs0 + i]) >> vec4<u32>(shift)) & vec4<u32>(0xFu);
+        let h = (bytes4(blocks[w0 + 4u + i]) >> vec4<u32>(j)) & vec4<u32>(1u);
+        let xi = xv(xo + i);
+        dq += dot(vec4<f32>(q + h * 16u), xi);
+        sx += xi.x + xi.y + xi.z + xi.w;
+    }
+    return dm.x * f32(sc) * dq - dm.y * f32(mn) * sx;
+}

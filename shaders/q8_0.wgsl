@@ -1,0 +1,22 @@
+// Q8_0 weights for matvec.wgsl, repacked at load (src/gpu/repack.rs): one
+// unit is one GGUF block (f16 scale d, 32 signed bytes q, w = d·q).
+// Bindings: 6 scales (array<u32>, two f16 per word, low half = even block),
+// 7 quants (array<vec4<u32>>, two per block, bytes unchanged).
+
+@group(0) @binding(6) var<storage, read> scales: array<u32>;
+@group(0) @binding(7) var<storage, read> quants: array<vec4<u32>>;
+
+// Four signed bytes of `w` as floats.
+fn i8x4(w: u32) -> vec4<f32> {
+    return vec4<f32>(vec4<i32>(bitcast<i32>(w) << 24u, bitcast<i32>(w) << 16u,
+        bitcast<i32>(w) << 8u, bitcast<i32>(w)) >> vec4<u32>(24u));
+}
+
+fn unit_dot(u: u32, xo: u32) -> f32 {
+    let d = unpack2x16float(scales[u >> 1u])[u & 1u];
+    let a = quants[2u * u];
+    let b = quants[2u * u + 1u];
+    return d * (dot(i8x4(a.x), xv(xo)) + dot(i8x4(a.y), xv(xo + 1u)) + dot(i8x4(a.z), xv(xo + 2u))
+        + dot(i8x4(a.w), xv(xo + 3u)) + dot(i8x4(b.x), xv(xo + 4u)) + dot(i8x4(b.y), xv(xo + 5u))
+        + dot(i8x4(b.z), xv(xo + 6u)) + dot(i8x4(b.w), xv(xo + 7u)));
+}

@@ -1,0 +1,117 @@
+// MoE router for one token, all in one workgroup: h = RMSNorm(x) · g (also
+// written out for the experts), logits = W_gate · h, probabilities by the
+// gating function, top-k by probability + selection bias (the bias only
+// picks; ties go to the lower id), the chosen probabilities renormalised
+// (floor 6.1035e-5, as llama.cpp) and scaled. Mirrors reference::route.
+//
+// Bindings: 0 params (uniform), 1 x (array<f32>, n_embd), 2 g (ffn_norm),
+// 3 w (array<f32>, n_expert × n_embd, F32 router), 4 bias (array<f32>,
+// n_expert; zeros when the model has none), 5 h (array<f32>, n_embd, out),
+// 6 sel (array<u32>, n_used, out), 7 sel_w (array<f32>, n_used, out).
+// Dispatch: one workgroup. SEG invocations per expert for the logits; the
+// selection (n_used · n_expert comparisons) runs on invocation 0.
+
+const WG: u32 = 256u;
+const SEG: u32 = 32u;
+const MAX_EXPERT: u32 = 512u;
+
+struct Params {
+    n_embd: u32,
+    n_expert: u32,
+    n_used: u32,
+    // 0 sigmoid, 1 softmax
+    gating: u32,
+    // 1: renormalise the chosen weights
+    norm_w: u32,
+    scale: f32,
+    eps: f32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> g: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> h: array<f32>;
+@group(0) @binding(6) var<storage, read_write> sel: array<u32>;
+@group(0) @binding(7) var<storage, read_write> sel_w: array<f32>;
+
+var<workgroup> probs: array<f32, MAX_EXPERT>;
+
+@compute @workgroup_size(WG)
+fn main(ids: Ids) {
+    var ss = 0.0;
+    for (var i = ids.lid; i < p.n_embd; i += WG) {
+        ss += x[i] * x[i];
+    }
+    let rs = inverseSqrt(wg_sum(ss, ids) / f32(p.n_embd) + p.eps);
+    for (var i = ids.lid; i < p.n_embd; i += WG) {
+        h[i] = x[i] * rs * g[i];
+    }
+    let lane = ids.lid % SEG;
+    for (var e0 = 0u; e0 < p.n_expert; e0 += WG / SEG) {
+        let e = e0 + ids.lid / SEG;
+        var part = 0.0;
+        if e < p.n_expert {
+            for (var i = lane; i < p.n_embd; i += SEG) {
+                part += w[e * p.n_embd + i] * (x[i] * rs * g[i]);
+            }
+        }
+        let logit = seg_sum(part, ids, SEG);
+        if lane == 0u && e < p.n_expert {
+            probs[e] = logit;
+        }
+    }
+    workgroupBarrier();
+    if ids.lid != 0u {
+        return;
+    }
+    if p.gating == 0u {
+        for (var e = 0u; e < p.n_expert; e++) {
+            probs[e] = 1.0 / (1.0 + exp(-probs[e]));
+        }
+    } else {
+        var mx = probs[0];
+        for (var e = 1u; e < p.n_expert; e++) {
+            mx = max(mx, probs[e]);
+        }
+        var sum = 0.0;
+        for (var e = 0u; e < p.n_expert; e++) {
+            probs[e] = exp(probs[e] - mx);
+            sum += probs[e];
+        }
+        for (var e = 0u; e < p.n_expert; e++) {
+            probs[e] /= sum;
+        }
+    }
+    // Selection in order of (score desc, id asc): each round takes the best
+    // expert strictly after the previous one in that order.
+    var prev_s = 3.0e38;
+    var prev_e = 0u;
+    var total = 0.0;
+    for (var k = 0u; k < p.n_used; k++) {
+        var best_s = -3.0e38;
+        var best_e = 0xFFFFFFFFu;
+        for (var e = 0u; e < p.n_expert; e++) {
+            let sc = probs[e] + bias[e];
+            let after = sc < prev_s || (sc == prev_s && e > prev_e && k > 0u);
+            if after && (sc > best_s || best_e == 0xFFFFFFFFu) {
+                best_s = sc;
+                best_e = e;
+            }
+        }
+        sel[k] = best_e;
+        sel_w[k] = probs[best_e];
+        total += probs[best_e];
+        prev_s = best_s;
+        prev_e = best_e;
+    }
+    var f = p.scale;
+    if p.norm_w == 1u {
+        f = p.scale / max(total, 6.103515625e-5);
+    }
+    for (var k = 0u; k < p.n_used; k++) {
+        sel_w[k] = sel_w[k] * f;
+    }
+}

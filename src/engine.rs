@@ -1,0 +1,222 @@
+//! The GPU decode engine: a model's weights on one device, its KV cache and
+//! the pre-recorded plan (`gpu::plan`). `step` runs one token and returns the
+//! top candidates for the next; nothing is allocated on the GPU per token.
+
+use crate::error::{Error, Result};
+use crate::gpu::plan::{self, Plan, MAX_CANDIDATES};
+use crate::gpu::{ops, Gpu, Pipelines};
+use crate::model::Model;
+use crate::reference::ops as cpu;
+
+/// Typed engine options (the CLI's `--ctx`).
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    /// Context length (KV cache rows).
+    pub n_ctx: usize,
+    /// Candidates returned per token (1 for greedy decoding).
+    pub candidates: usize,
+    /// Split weight buffers at this size even if the adapter allows more
+    /// (tests use it to exercise splitting on small models).
+    pub max_binding: Option<u64>,
+    /// Kernel variant; `None` takes the device's (`GpuOptions::no_subgroups`).
+    pub variant: Option<crate::gpu::Variant>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            n_ctx: 4096,
+            candidates: 1,
+            max_binding: None,
+            variant: None,
+        }
+    }
+}
+
+/// A token's top candidates, best first: (token id, logit).
+pub type Candidates = Vec<(u32, f32)>;
+
+pub struct Engine<'a> {
+    pub model: &'a Model,
+    pub gpu: &'a Gpu,
+    pipes: Pipelines,
+    plan: Plan,
+    n_ctx: usize,
+    pos: usize,
+    k: usize,
+    readback: wgpu::Buffer,
+    logits_readback: wgpu::Buffer,
+    bytes: Vec<u8>,
+}
+
+impl<'a> Engine<'a> {
+    /// Upload `model` and build the plan. `progress(done, total)` is called
+    /// as weight bytes go up.
+    pub fn load(
+        model: &'a Model,
+        gpu: &'a Gpu,
+        opts: EngineOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Engine<'a>> {
+        let c = &model.config;
+        if opts.n_ctx == 0 {
+            return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
+        }
+        if opts.n_ctx > c.n_ctx_train.max(1) {
+            log::warn!(
+                "context {} is longer than the model was trained for ({})",
+                opts.n_ctx,
+                c.n_ctx_train
+            );
+        }
+        let caps = match opts.variant {
+            Some(v) => gpu.with_variant(v)?,
+            None => gpu.caps.clone(),
+        };
+        let pipes = Pipelines::new(gpu, &caps)?;
+        let mut limit = gpu.caps.max_storage_binding.min(gpu.caps.max_buffer);
+        if let Some(m) = opts.max_binding {
+            limit = limit.min(m);
+        }
+        let plan = plan::build(gpu, &pipes, model, opts.n_ctx, limit, progress)?;
+        let map_buf = |label, size| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let readback = map_buf("candidates", 8 * MAX_CANDIDATES as u64);
+        let logits_readback = map_buf("logits", 4 * c.n_vocab as u64);
+        gpu.queue.submit([]);
+        gpu.wait()?;
+        let mut e = Engine {
+            model,
+            gpu,
+            pipes,
+            plan,
+            n_ctx: opts.n_ctx,
+            pos: 0,
+            k: 0,
+            readback,
+            logits_readback,
+            bytes: vec![0; 8 * MAX_CANDIDATES],
+        };
+        e.set_candidates(opts.candidates)?;
+        Ok(e)
+    }
+
+    /// How many candidates `step` returns (1..=64).
+    pub fn set_candidates(&mut self, k: usize) -> Result<()> {
+        if !(1..=MAX_CANDIDATES).contains(&k) {
+            return Err(Error::InvalidArgument(format!(
+                "{k} candidates per token; the GPU top-k returns 1 to {MAX_CANDIDATES}"
+            )));
+        }
+        if k != self.k {
+            let io = &self.plan.io;
+            let n = self.model.config.n_vocab as u32;
+            for (buf, first) in io.topk_params.iter().zip([true, false]) {
+                let p = plan::topk_params(n, io.topk_wg, k as u32, first);
+                self.gpu.queue.write_buffer(buf, 0, bytemuck::bytes_of(&p));
+            }
+            self.k = k;
+        }
+        Ok(())
+    }
+
+    /// Tokens in the cache (the position of the next token).
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Forget the cache; the next token goes to position 0.
+    pub fn reset(&mut self) {
+        self.pos = 0;
+    }
+
+    /// Weight matrices stored in more than one buffer (binding limit).
+    pub fn matrices_split(&self) -> usize {
+        self.plan.matrices.iter().filter(|m| m.parts.len() > 1).count()
+    }
+
+    /// Dispatches recorded per token.
+    pub fn dispatches_per_token(&self) -> usize {
+        self.plan.dispatches.len()
+    }
+
+    pub fn variant(&self) -> crate::gpu::Variant {
+        self.pipes.variant
+    }
+
+    /// Run `token` at the current position; returns the next token's
+    /// candidates.
+    pub fn step(&mut self, token: u32) -> Result<Candidates> {
+        self.run(token, false)?;
+        let k = self.k;
+        let mut bytes = std::mem::take(&mut self.bytes);
+        self.gpu.map_read(&self.readback, &mut bytes[..8 * k])?;
+        let (v, i) = bytes[..8 * k].split_at(4 * k);
+        let out = v
+            .chunks_exact(4)
+            .zip(i.chunks_exact(4))
+            .map(|(v, i)| {
+                let v = f32::from_le_bytes(v.try_into().unwrap());
+                (u32::from_le_bytes(i.try_into().unwrap()), v)
+            })
+            .filter(|&(id, _)| (id as usize) < self.model.config.n_vocab)
+            .collect();
+        self.bytes = bytes;
+        Ok(out)
+    }
+
+    /// Run `token` and return all logits (for tests and `glmw logits`).
+    pub fn logits(&mut self, token: u32) -> Result<Vec<f32>> {
+        self.run(token, true)?;
+        let mut out = vec![0f32; self.model.config.n_vocab];
+        self.gpu
+            .map_read(&self.logits_readback, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    fn run(&mut self, token: u32, want_logits: bool) -> Result<()> {
+        let c = &self.model.config;
+        if token as usize >= c.n_vocab {
+            return Err(Error::InvalidArgument(format!(
+                "token id {token} is outside the vocabulary (0..{})",
+                c.n_vocab
+            )));
+        }
+        if self.pos >= self.n_ctx {
+            return Err(Error::ContextFull { n_ctx: self.n_ctx });
+        }
+        let io = &self.plan.io;
+        let emb = cpu::row(&self.model.file, &self.model.weights.token_embd, token as usize)?;
+        let cs = cpu::rope_cos_sin(self.pos, c.n_embd_head_qk_rope, c.rope_freq_base, c.yarn.as_ref());
+        let q = &self.gpu.queue;
+        q.write_buffer(&io.x, 0, bytemuck::cast_slice(&emb));
+        q.write_buffer(&io.step, 0, bytemuck::bytes_of(&ops::Step::new(self.pos, &cs)));
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for d in &self.plan.dispatches {
+                d.record(&mut pass);
+            }
+        }
+        let k = 4 * self.k as u64;
+        enc.copy_buffer_to_buffer(&io.cand_v, 0, &self.readback, 0, k);
+        enc.copy_buffer_to_buffer(&io.cand_i, 0, &self.readback, k, k);
+        if want_logits {
+            let n = 4 * c.n_vocab as u64;
+            enc.copy_buffer_to_buffer(&io.logits, 0, &self.logits_readback, 0, n);
+        }
+        q.submit([enc.finish()]);
+        self.pos += 1;
+        Ok(())
+    }
+}

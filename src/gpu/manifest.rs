@@ -1,0 +1,71 @@
+// The kernel table, shared word for word by build.rs (which `include!`s this
+// file to validate and translate every kernel) and by src/gpu/kernels.rs
+// (which builds the pipelines). Plain data only: build.rs has no crate deps.
+
+/// One kernel: the WGSL files it is made of (concatenated in this order,
+/// then the reduction prelude), and every value each override may take.
+pub struct KernelDef {
+    pub name: &'static str,
+    pub parts: &'static [&'static str],
+    pub overrides: &'static [(&'static str, &'static [f64])],
+}
+
+const MATVEC_OVERRIDES: &[(&str, &[f64])] = &[
+    ("MODE", &[0.0, 1.0, 2.0]),
+    ("NORM", &[0.0, 1.0]),
+    ("ACCUM", &[0.0, 1.0]),
+    ("TPR", &[4.0, 8.0, 16.0, 32.0]),
+];
+
+pub const KERNELS: &[KernelDef] = &[
+    KernelDef {
+        name: "rms_norm",
+        parts: &["rms_norm.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "matvec_q4_0",
+        parts: &["matvec.wgsl", "q4_0.wgsl"],
+        overrides: MATVEC_OVERRIDES,
+    },
+    KernelDef {
+        name: "matvec_q8_0",
+        parts: &["matvec.wgsl", "q8_0.wgsl"],
+        overrides: MATVEC_OVERRIDES,
+    },
+    KernelDef {
+        name: "matvec_q5_k",
+        parts: &["matvec.wgsl", "q5_k.wgsl"],
+        overrides: MATVEC_OVERRIDES,
+    },
+    KernelDef {
+        name: "matvec_q6_k",
+        parts: &["matvec.wgsl", "q6_k.wgsl"],
+        overrides: MATVEC_OVERRIDES,
+    },
+    KernelDef {
+        name: "kv_append",
+        parts: &["kv_append.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "attention",
+        parts: &["attention.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "attn_combine",
+        parts: &["attn_combine.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "router",
+        parts: &["router.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "topk",
+        parts: &["topk.wgsl"],
+        overrides: &[("FIRST", &[0.0, 1.0])],
+    },
+];

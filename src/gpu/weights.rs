@@ -1,0 +1,230 @@
+//! Weights on the GPU: every matrix the decode plan reads, uploaded from the
+//! mapped GGUF in the layout its kernel reads (`repack.rs`), as read-only
+//! storage. A matrix larger than the adapter's binding limit is split by
+//! rows into parts, each its own buffer and its own dispatch; a 3-D tensor
+//! (experts, attention heads) splits the same rows of every slice together.
+//! Routed experts' gate and up (and the dense/shared FFN's) are stored
+//! merged, gate rows then up rows per matrix, so one dispatch reads both.
+
+use super::context::Gpu;
+use super::kernels::Format;
+use super::repack;
+use crate::error::{Error, Result};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::quant::GgmlType;
+
+/// Rows [row0, row0 + rows) of every matrix, in one set of buffers.
+pub struct Part {
+    pub row0: u32,
+    pub rows: u32,
+    /// The arrays the format binds, in binding order.
+    pub buffers: Vec<wgpu::Buffer>,
+}
+
+/// A (stack of) weight matrices as the matvec kernels read them.
+pub struct Matrix {
+    pub name: String,
+    pub format: Format,
+    /// 32-weight units per row.
+    pub units: u32,
+    /// Output rows per matrix (for a merged gate/up: rows of each half).
+    pub rows: u32,
+    pub n_mat: u32,
+    pub gate_up: bool,
+    pub parts: Vec<Part>,
+}
+
+impl Matrix {
+    /// Units between consecutive matrices inside one part's buffers.
+    pub fn mat_units(&self, part: &Part) -> u32 {
+        part.rows * self.units * if self.gate_up { 2 } else { 1 }
+    }
+}
+
+/// One source of rows: `rows` consecutive rows per slice, starting at row
+/// `first` of each slice of a tensor with `slice_rows` rows per slice.
+struct Rows<'a> {
+    data: &'a [u8],
+    row_bytes: usize,
+    slice_rows: usize,
+    first: usize,
+}
+
+fn format_of(t: &TensorInfo) -> Result<Format> {
+    match t.ggml_type {
+        GgmlType::Q4_0 => Ok(Format::Q4_0),
+        GgmlType::Q8_0 => Ok(Format::Q8_0),
+        GgmlType::Q5_K => Ok(Format::Q5K),
+        GgmlType::Q6_K => Ok(Format::Q6K),
+        other => Err(Error::Unsupported(format!(
+            "tensor {} is {}; the GPU engine reads Q4_0, Q8_0, Q5_K and Q6_K matrices",
+            t.name,
+            other.name()
+        ))),
+    }
+}
+
+/// Raw GGUF blocks → the arrays `format`'s kernel binds.
+fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
+    Ok(match format {
+        Format::Q4_0 => {
+            let (s, n) = repack::repack_q4_0(raw)?;
+            vec![s, n]
+        }
+        Format::Q8_0 => {
+            let (s, q) = repack::repack_q8_0(raw)?;
+            vec![s, q]
+        }
+        Format::Q5K => vec![raw.to_vec()],
+        Format::Q6K => vec![repack::pad_q6_k(raw)?],
+    })
+}
+
+/// Uploads weights, counting bytes for the progress callback and flushing
+/// the queue now and then so staging memory does not pile up.
+pub struct Uploader<'a> {
+    pub gpu: &'a Gpu,
+    pub file: &'a GgufFile,
+    /// Largest buffer a part may use (binding and buffer limits).
+    pub limit: u64,
+    pub done: u64,
+    pub total: u64,
+    since_flush: u64,
+    progress: &'a mut dyn FnMut(u64, u64),
+}
+
+const FLUSH_BYTES: u64 = 256 << 20;
+
+impl<'a> Uploader<'a> {
+    pub fn new(
+        gpu: &'a Gpu,
+        file: &'a GgufFile,
+        limit: u64,
+        total: u64,
+        progress: &'a mut dyn FnMut(u64, u64),
+    ) -> Uploader<'a> {
+        Uploader {
+            gpu,
+            file,
+            limit,
+            done: 0,
+            total,
+            since_flush: 0,
+            progress,
+        }
+    }
+
+    fn buffer(&mut self, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+        let b = self.gpu.storage(label, bytes);
+        self.done += bytes.len() as u64;
+        self.since_flush += bytes.len() as u64;
+        if self.since_flush >= FLUSH_BYTES {
+            self.gpu.queue.submit([]);
+            self.gpu.wait()?;
+            self.since_flush = 0;
+        }
+        (self.progress)(self.done, self.total);
+        Ok(b)
+    }
+
+    /// A vector (norm weight, bias, F32 router) as f32.
+    pub fn vector(&mut self, t: &TensorInfo) -> Result<wgpu::Buffer> {
+        let v = crate::reference::ops::vector(self.file, t)?;
+        self.buffer(&t.name, bytemuck::cast_slice(&v))
+    }
+
+    /// A matrix or stack of matrices (`t` with ne0 columns, ne1 rows, ne2
+    /// slices).
+    pub fn matrix(&mut self, t: &TensorInfo) -> Result<Matrix> {
+        let rows = t.ne(1) as usize;
+        let src = self.rows_of(t, 0, rows)?;
+        self.build(&t.name, format_of(t)?, t, &[src], rows, t.ne(2) as usize, false)
+    }
+
+    /// Gate and up as one merged matrix stack (both `gate`'s shape).
+    pub fn gate_up(&mut self, name: &str, gate: &TensorInfo, up: &TensorInfo) -> Result<Matrix> {
+        let f = format_of(gate)?;
+        if format_of(up)? != f || gate.dims != up.dims {
+            return Err(Error::Unsupported(format!(
+                "{} and {} differ in type or shape; the GPU engine reads them as one matrix",
+                gate.name, up.name
+            )));
+        }
+        let rows = gate.ne(1) as usize;
+        let srcs = [self.rows_of(gate, 0, rows)?, self.rows_of(up, 0, rows)?];
+        self.build(name, f, gate, &srcs, rows, gate.ne(2) as usize, true)
+    }
+
+    /// A tensor already merged (`ffn_gate_up_exps`: 2·n_ff rows per expert).
+    pub fn merged_gate_up(&mut self, t: &TensorInfo) -> Result<Matrix> {
+        let rows = t.ne(1) as usize / 2;
+        let srcs = [self.rows_of(t, 0, rows)?, self.rows_of(t, rows, rows)?];
+        self.build(&t.name, format_of(t)?, t, &srcs, rows, t.ne(2) as usize, true)
+    }
+
+    fn rows_of(&self, t: &TensorInfo, first: usize, _rows: usize) -> Result<Rows<'a>> {
+        let row_bytes = t
+            .ggml_type
+            .row_bytes(t.ne(0))
+            .ok_or_else(|| Error::Unsupported(format!("{}: row size", t.name)))?;
+        Ok(Rows {
+            data: self.file.tensor_data(t),
+            row_bytes: row_bytes as usize,
+            slice_rows: t.ne(1) as usize,
+            first,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        &mut self,
+        name: &str,
+        format: Format,
+        t: &TensorInfo,
+        srcs: &[Rows],
+        rows: usize,
+        n_mat: usize,
+        gate_up: bool,
+    ) -> Result<Matrix> {
+        let cols = t.ne(0) as usize;
+        if cols % 32 != 0 {
+            return Err(Error::Unsupported(format!(
+                "{name}: {cols} columns is not a multiple of 32"
+            )));
+        }
+        let row_bytes = srcs[0].row_bytes;
+        // Q6_K grows by 2/210 when padded; budget for it on every format.
+        let bytes_per_row = (row_bytes * n_mat * srcs.len()) as u64 * 212 / 210 + 1;
+        let rows_per_part = ((self.limit / bytes_per_row) as usize).clamp(1, rows);
+        let mut parts = Vec::new();
+        let mut raw = Vec::new();
+        for r0 in (0..rows).step_by(rows_per_part) {
+            let n = rows_per_part.min(rows - r0);
+            raw.clear();
+            for m in 0..n_mat {
+                for s in srcs {
+                    let start = (m * s.slice_rows + s.first + r0) * s.row_bytes;
+                    raw.extend_from_slice(&s.data[start..start + n * s.row_bytes]);
+                }
+            }
+            let mut buffers = Vec::new();
+            for (i, arr) in repack(format, &raw)?.iter().enumerate() {
+                buffers.push(self.buffer(&format!("{name}[{r0}].{i}"), arr)?);
+            }
+            parts.push(Part {
+                row0: r0 as u32,
+                rows: n as u32,
+                buffers,
+            });
+        }
+        Ok(Matrix {
+            name: name.to_string(),
+            format,
+            units: (cols / 32) as u32,
+            rows: rows as u32,
+            n_mat: n_mat as u32,
+            gate_up,
+            parts,
+        })
+    }
+}

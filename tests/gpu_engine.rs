@@ -1,0 +1,136 @@
+//! The whole GPU decode path on the tiny synthetic model against the CPU
+//! reference, in both kernel variants: logits after a prompt and 16 decode
+//! steps, greedy generation, weight splitting, and no GPU objects created
+//! per token.
+
+mod common;
+
+use glmw::engine::{Engine, EngineOptions};
+use glmw::gpu::Variant;
+use glmw::model::Model;
+use glmw::reference::{ops::rel_l2, MlaForm, Reference};
+
+/// Logits vs the f32 reference. The GPU keeps the KV cache in f16 (as
+/// llama.cpp does), which dominates the difference; f32 accumulation
+/// elsewhere.
+const LOGITS_TOL: f64 = 1e-3;
+
+fn model() -> &'static Model {
+    static M: std::sync::OnceLock<Model> = std::sync::OnceLock::new();
+    M.get_or_init(|| Model::open(common::tiny_model()).unwrap())
+}
+
+fn engine(variant: Variant, n_ctx: usize, max_binding: Option<u64>) -> Engine<'static> {
+    let opts = EngineOptions {
+        n_ctx,
+        candidates: 1,
+        max_binding,
+        variant: Some(variant),
+    };
+    Engine::load(model(), common::gpu(), opts, &mut |_, _| {}).unwrap()
+}
+
+const VARIANTS: [Variant; 2] = [Variant::Subgroup, Variant::Shared];
+
+#[test]
+fn logits_match_reference_after_prompt_and_16_steps() {
+    let m = model();
+    let prompt: Vec<u32> = vec![1, 17, 300, 42, 7, 99, 256, 3];
+    for v in VARIANTS {
+        let mut e = engine(v, 512, None);
+        let mut r = Reference::new(m, 512, MlaForm::Absorbed);
+        let mut tokens = prompt.clone();
+        let mut worst = 0f64;
+        for i in 0..prompt.len() + 16 {
+            let t = tokens[i];
+            let want = r.forward(t).unwrap();
+            let got = e.logits(t).unwrap();
+            let err = rel_l2(&got, &want);
+            worst = worst.max(err);
+            assert!(
+                err < LOGITS_TOL,
+                "{v:?}: position {i} token {t}: logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e})"
+            );
+            if i + 1 >= tokens.len() {
+                tokens.push(argmax(&want));
+            }
+        }
+        eprintln!("{v:?}: worst logits rel L2 over {} positions: {worst:.2e}", tokens.len());
+    }
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+#[test]
+fn greedy_generation_matches_reference() {
+    let m = model();
+    let prompt = [5u32, 60, 61, 400];
+    let mut r = Reference::new(m, 64, MlaForm::Absorbed);
+    let mut want = Vec::new();
+    let mut next = 0;
+    for &t in &prompt {
+        next = argmax(&r.forward(t).unwrap());
+    }
+    for _ in 0..32 {
+        want.push(next);
+        next = argmax(&r.forward(next).unwrap());
+    }
+    for v in VARIANTS {
+        let mut e = engine(v, 64, None);
+        let mut next = 0;
+        for &t in &prompt {
+            next = e.step(t).unwrap()[0].0;
+        }
+        let mut got = Vec::new();
+        for _ in 0..32 {
+            got.push(next);
+            next = e.step(next).unwrap()[0].0;
+        }
+        assert_eq!(got, want, "{v:?}: greedy tokens differ from the reference");
+    }
+}
+
+#[test]
+fn split_weights_give_the_same_logits() {
+    // 4 KiB parts split every matrix of the tiny model into several buffers.
+    let mut whole = engine(Variant::Shared, 16, None);
+    let mut split = engine(Variant::Shared, 16, Some(4096));
+    assert!(
+        split.matrices_split() > 10,
+        "only {} matrices were split",
+        split.matrices_split()
+    );
+    for t in [3u32, 9, 27] {
+        let a = whole.logits(t).unwrap();
+        let b = split.logits(t).unwrap();
+        assert!(rel_l2(&b, &a) < 1e-6, "split vs whole: {}", rel_l2(&b, &a));
+    }
+}
+
+#[test]
+fn decoding_creates_no_gpu_objects_and_stops_at_full_context() {
+    // A device of its own: the other tests create objects on the shared one.
+    let gpu = glmw::gpu::Gpu::new(Default::default()).unwrap();
+    let opts = EngineOptions {
+        n_ctx: 8,
+        ..Default::default()
+    };
+    let mut e = Engine::load(model(), &gpu, opts, &mut |_, _| {}).unwrap();
+    e.step(1).unwrap();
+    let before = gpu.objects_created();
+    for t in 0..7 {
+        e.step(t).unwrap();
+    }
+    assert_eq!(gpu.objects_created(), before, "a token created GPU objects");
+    let err = e.step(1).unwrap_err();
+    assert!(matches!(err, glmw::Error::ContextFull { n_ctx: 8 }), "{err}");
+    assert!(e.dispatches_per_token() <= 14 * 3 + 4, "{}", e.dispatches_per_token());
+}
