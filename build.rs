@@ -65,12 +65,18 @@ fn main() {
 fn orphans(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).expect("shaders/ exists") {
-        let name = e.expect("readable dir entry").file_name().to_string_lossy().to_string();
+        let name = e
+            .expect("readable dir entry")
+            .file_name()
+            .to_string_lossy()
+            .to_string();
         if name.ends_with(".wgsl")
             && !name.starts_with("prelude_")
             && !KERNELS.iter().any(|k| k.parts.contains(&name.as_str()))
         {
-            out.push(format!("shaders/{name}: not used by any kernel in src/gpu/manifest.rs"));
+            out.push(format!(
+                "shaders/{name}: not used by any kernel in src/gpu/manifest.rs"
+            ));
         }
     }
     out
@@ -165,7 +171,10 @@ fn check(
         let (msl_src, _) =
             msl::write_string(&module, &info, &msl_opts, &msl::PipelineOptions::default())
                 .map_err(|e| {
-                    format!("{name}: error: MSL translation with {} {consts:?}: {e}", prelude.file)
+                    format!(
+                        "{name}: error: MSL translation with {} {consts:?}: {e}",
+                        prelude.file
+                    )
                 })?;
         std::fs::write(out_dir.join(format!("{stem}.metal")), msl_src).expect("write OUT_DIR");
         let spv_opts = spv::Options {

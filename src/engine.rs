@@ -142,7 +142,11 @@ impl<'a> Engine<'a> {
 
     /// Weight matrices stored in more than one buffer (binding limit).
     pub fn matrices_split(&self) -> usize {
-        self.plan.matrices.iter().filter(|m| m.parts.len() > 1).count()
+        self.plan
+            .matrices
+            .iter()
+            .filter(|m| m.parts.len() > 1)
+            .count()
     }
 
     /// Dispatches recorded per token.
@@ -196,11 +200,24 @@ impl<'a> Engine<'a> {
             return Err(Error::ContextFull { n_ctx: self.n_ctx });
         }
         let io = &self.plan.io;
-        let emb = cpu::row(&self.model.file, &self.model.weights.token_embd, token as usize)?;
-        let cs = cpu::rope_cos_sin(self.pos, c.n_embd_head_qk_rope, c.rope_freq_base, c.yarn.as_ref());
+        let emb = cpu::row(
+            &self.model.file,
+            &self.model.weights.token_embd,
+            token as usize,
+        )?;
+        let cs = cpu::rope_cos_sin(
+            self.pos,
+            c.n_embd_head_qk_rope,
+            c.rope_freq_base,
+            c.yarn.as_ref(),
+        );
         let q = &self.gpu.queue;
         q.write_buffer(&io.x, 0, bytemuck::cast_slice(&emb));
-        q.write_buffer(&io.step, 0, bytemuck::bytes_of(&ops::Step::new(self.pos, &cs)));
+        q.write_buffer(
+            &io.step,
+            0,
+            bytemuck::bytes_of(&ops::Step::new(self.pos, &cs)),
+        );
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());

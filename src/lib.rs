@@ -13,6 +13,7 @@ pub mod gpu;
 pub mod model;
 pub mod quant;
 pub mod reference;
+pub mod sample;
 pub mod synth;
 pub mod tokenizer;
 

@@ -55,7 +55,10 @@ fn logits_match_reference_after_prompt_and_16_steps() {
                 tokens.push(argmax(&want));
             }
         }
-        eprintln!("{v:?}: worst logits rel L2 over {} positions: {worst:.2e}", tokens.len());
+        eprintln!(
+            "{v:?}: worst logits rel L2 over {} positions: {worst:.2e}",
+            tokens.len()
+        );
     }
 }
 
@@ -131,6 +134,13 @@ fn decoding_creates_no_gpu_objects_and_stops_at_full_context() {
     }
     assert_eq!(gpu.objects_created(), before, "a token created GPU objects");
     let err = e.step(1).unwrap_err();
-    assert!(matches!(err, glmw::Error::ContextFull { n_ctx: 8 }), "{err}");
-    assert!(e.dispatches_per_token() <= 14 * 3 + 4, "{}", e.dispatches_per_token());
+    assert!(
+        matches!(err, glmw::Error::ContextFull { n_ctx: 8 }),
+        "{err}"
+    );
+    assert!(
+        e.dispatches_per_token() <= 14 * 3 + 4,
+        "{}",
+        e.dispatches_per_token()
+    );
 }

@@ -1,7 +1,9 @@
 //! clap definitions and dispatch. The only place errors become exit codes:
 //! one line on stderr, exit status 1 (clap's own usage errors exit 2).
 
+mod generate;
 mod json;
+mod progress;
 mod tools;
 
 use std::path::PathBuf;
@@ -20,10 +22,36 @@ struct Cli {
 }
 
 /// Where the forward pass runs.
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
     /// The plain-f32 CPU reference (slow; the oracle for every GPU kernel).
     Cpu,
+    /// The best GPU adapter of any backend (high-performance preference).
+    #[value(alias = "gpu")]
+    Auto,
+    Metal,
+    Vulkan,
+    Dx12,
+    Gl,
+}
+
+impl Backend {
+    /// The GPU options for this choice; `None` for the CPU.
+    pub fn gpu(self, no_subgroups: bool) -> Option<glmw::gpu::GpuOptions> {
+        use glmw::gpu::BackendChoice as B;
+        let backend = match self {
+            Backend::Cpu => return None,
+            Backend::Auto => B::Auto,
+            Backend::Metal => B::Metal,
+            Backend::Vulkan => B::Vulkan,
+            Backend::Dx12 => B::Dx12,
+            Backend::Gl => B::Gl,
+        };
+        Some(glmw::gpu::GpuOptions {
+            backend,
+            no_subgroups,
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -62,9 +90,16 @@ enum Command {
         /// Comma-separated token ids, e.g. 154822,154824,785.
         #[arg(long, value_delimiter = ',', required = true)]
         tokens: Vec<u32>,
-        /// Where to run the forward pass.
+        /// Where to run the forward pass: the CPU reference, or a GPU
+        /// (auto/gpu picks the best adapter; metal, vulkan, dx12, gl force one).
         #[arg(long, value_enum, default_value = "cpu")]
         backend: Backend,
+        /// Use the shared-memory kernels even where the GPU has subgroups.
+        #[arg(long)]
+        no_subgroups: bool,
+        /// KV cache length for the GPU run (default: the number of tokens).
+        #[arg(long)]
+        ctx: Option<usize>,
         /// With --out, write the logits of every position, not only the last.
         #[arg(long)]
         all: bool,
@@ -72,6 +107,45 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Generate text from a prompt on the GPU, streaming it to stdout, with a
+    /// stats line (load time, prompt and generation tok/s) at the end.
+    Generate {
+        /// Path to a GGUF model file.
+        #[arg(long, short)]
+        model: PathBuf,
+        /// The prompt. Special tokens such as <|user|> are recognised; GLM
+        /// files get their [gMASK]<sop> prefix unless the prompt has it.
+        #[arg(long, short)]
+        prompt: String,
+        /// Tokens to generate (generation also stops at an end-of-generation token).
+        #[arg(long, short = 'n', default_value_t = 128)]
+        n_predict: usize,
+        /// Sampling temperature; 0 is greedy (always the most likely token).
+        #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+        temp: f32,
+        /// Sample among the K most likely tokens (1 to 64; 0 means 64).
+        #[arg(long, default_value_t = 40)]
+        top_k: usize,
+        /// Keep the smallest set of top tokens whose probability reaches P, in (0, 1].
+        #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+        top_p: f32,
+        /// Random seed for sampling (default: from the clock, printed in the stats line).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Context length in tokens (prompt + generated); the KV cache holds
+        /// this many [default: 4096, or the model's training context if shorter].
+        #[arg(long)]
+        ctx: Option<usize>,
+        /// GPU backend: auto picks the best adapter; metal, vulkan, dx12, gl force one.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: Backend,
+        /// Use the shared-memory kernels even where the GPU has subgroups.
+        #[arg(long)]
+        no_subgroups: bool,
+        /// Print one JSON record (text, token ids, timings) instead of streaming.
         #[arg(long)]
         json: bool,
     },
@@ -96,6 +170,14 @@ enum Command {
     },
 }
 
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        % 1_000_000_007
+}
+
 pub fn main() -> i32 {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
@@ -115,10 +197,52 @@ pub fn main() -> i32 {
             model,
             tokens,
             backend,
+            no_subgroups,
+            ctx,
             all,
             out,
             json,
-        } => tools::logits(&model, &tokens, backend, all, out.as_deref(), json),
+        } => tools::logits(
+            &model,
+            &tokens,
+            backend,
+            no_subgroups,
+            ctx,
+            all,
+            out.as_deref(),
+            json,
+        ),
+        Command::Generate {
+            model,
+            prompt,
+            n_predict,
+            temp,
+            top_k,
+            top_p,
+            seed,
+            ctx,
+            backend,
+            no_subgroups,
+            json,
+        } => match backend.gpu(no_subgroups) {
+            None => Err(glmw::Error::InvalidArgument(
+                "generate runs on a GPU; --backend cpu is only for `glmw logits`".into(),
+            )),
+            Some(gpu) => generate::generate(&generate::GenerateArgs {
+                model: &model,
+                prompt: &prompt,
+                n_predict,
+                n_ctx: ctx,
+                sampling: glmw::sample::SamplerOptions {
+                    temperature: temp,
+                    top_k,
+                    top_p,
+                    seed: seed.unwrap_or_else(clock_seed),
+                },
+                gpu,
+                json,
+            }),
+        },
         Command::Synth {
             preset,
             output,

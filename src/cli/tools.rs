@@ -1,11 +1,12 @@
 //! `glmw info | tokenize | logits | synth`.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
 use super::json::Json;
+use super::progress::Progress;
 use super::Backend;
 use glmw::gguf::GgufFile;
 use glmw::model::{Config, Model};
@@ -260,10 +261,13 @@ pub fn tokenize(path: &Path, text: &str, special: bool, json: bool) -> Result<()
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn logits(
     path: &Path,
     tokens: &[u32],
     backend: Backend,
+    no_subgroups: bool,
+    ctx: Option<usize>,
     all: bool,
     out: Option<&Path>,
     json: bool,
@@ -276,9 +280,14 @@ pub fn logits(
         )));
     }
     let t0 = Instant::now();
-    let rows: Vec<Vec<f32>> = match backend {
-        Backend::Cpu => {
-            Reference::new(&model, tokens.len(), MlaForm::Absorbed).forward_all(tokens)?
+    let rows: Vec<Vec<f32>> = match backend.gpu(no_subgroups) {
+        None => Reference::new(&model, tokens.len(), MlaForm::Absorbed).forward_all(tokens)?,
+        Some(opts) => {
+            let gpu = glmw::gpu::Gpu::new(opts)?;
+            let n_ctx = ctx.unwrap_or(tokens.len());
+            let mut e = super::generate::load(&model, &gpu, n_ctx, 1)?;
+            log::info!("GPU load {:.2} s", t0.elapsed().as_secs_f64());
+            tokens.iter().map(|&t| e.logits(t)).collect::<Result<_>>()?
         }
     };
     let elapsed = t0.elapsed().as_secs_f64();
@@ -361,32 +370,9 @@ pub fn synth(preset: &str, output: &Path, seed: u64) -> Result<()> {
     let preset = Preset::from_name(preset)
         .ok_or_else(|| Error::InvalidArgument(format!("unknown preset {preset:?}")))?;
     let t0 = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    let mut last_pct = u64::MAX;
-    let mut progress = |done: u64, total: u64| {
-        let pct = done * 100 / total.max(1);
-        if pct == last_pct || t0.elapsed().as_secs_f64() < 1.0 {
-            return;
-        }
-        last_pct = pct;
-        let gb = done as f64 / 1e9;
-        let rate = gb / t0.elapsed().as_secs_f64();
-        if tty {
-            eprint!(
-                "\rsynth {}: {pct:>3}% {gb:.2} GB ({rate:.2} GB/s)   ",
-                preset.name()
-            );
-        } else if pct % 10 == 0 {
-            eprintln!(
-                "synth {}: {pct}% {gb:.2} GB ({rate:.2} GB/s)",
-                preset.name()
-            );
-        }
-    };
-    let s = glmw::synth::synth(output, preset, seed, &mut progress)?;
-    if tty && t0.elapsed().as_secs_f64() >= 1.0 {
-        eprintln!();
-    }
+    let mut bar = Progress::new(format!("synth {}", preset.name()));
+    let s = glmw::synth::synth(output, preset, seed, &mut |d, t| bar.update(d, t))?;
+    bar.finish();
     println!(
         "wrote {} ({}, seed {seed}): {} tensors, {:.3} GB of tensor data in {:.1} s",
         output.display(),

@@ -11,5 +11,5 @@ pub mod repack;
 
 pub use context::{list_adapters, BackendChoice, Caps, Gpu, GpuOptions, Variant};
 pub use kernels::{Format, Kernel, Pipelines};
-pub mod weights;
 pub mod plan;
+pub mod weights;

@@ -260,21 +260,49 @@ pub fn build(
             QProj::Lora { q_a, q_a_norm, q_b } => {
                 let (m_a, m_b) = (up.matrix(q_a)?, up.matrix(q_b)?);
                 let g = up.vector(q_a_norm)?;
-                b.matvec(&m_a, Mv { y: &qa, ..normed(&x) })?;
-                b.matvec(&m_b, Mv { norm: Some(&g), ..Mv::plain(&qa, &q) })?;
+                b.matvec(
+                    &m_a,
+                    Mv {
+                        y: &qa,
+                        ..normed(&x)
+                    },
+                )?;
+                b.matvec(
+                    &m_b,
+                    Mv {
+                        norm: Some(&g),
+                        ..Mv::plain(&qa, &q)
+                    },
+                )?;
                 matrices.extend([m_a, m_b]);
             }
             QProj::Direct { q: wq } => {
                 let m = up.matrix(wq)?;
-                b.matvec(&m, Mv { y: &q, ..normed(&x) })?;
+                b.matvec(
+                    &m,
+                    Mv {
+                        y: &q,
+                        ..normed(&x)
+                    },
+                )?;
                 matrices.push(m);
             }
         }
         let kv_a = up.matrix(&lw.kv_a_mqa)?;
-        b.matvec(&kv_a, Mv { y: &ckv, ..normed(&x) })?;
+        b.matvec(
+            &kv_a,
+            Mv {
+                y: &ckv,
+                ..normed(&x)
+            },
+        )?;
         let kv_norm = up.vector(&lw.kv_a_norm)?;
         let cache = gpu.scratch(&format!("kv_cache-{il}"), cache_bytes);
-        b.push(Kernel::KvAppend, &[&kv_params, &step, &ckv, &kv_norm, &cache], [1, 1, 1])?;
+        b.push(
+            Kernel::KvAppend,
+            &[&kv_params, &step, &ckv, &kv_norm, &cache],
+            [1, 1, 1],
+        )?;
         let k_b = up.matrix(&lw.k_b)?;
         b.matvec(
             &k_b,
@@ -290,7 +318,11 @@ pub fn build(
             &[&attn_params, &step, &q_abs, &q, &cache, &o_part, &ml],
             [n_split, n_head, 1],
         )?;
-        b.push(Kernel::AttnCombine, &[&comb_params, &o_part, &ml, &o_heads], [n_head, 1, 1])?;
+        b.push(
+            Kernel::AttnCombine,
+            &[&comb_params, &o_part, &ml, &o_heads],
+            [n_head, 1, 1],
+        )?;
         let v_b = up.matrix(&lw.v_b)?;
         b.matvec(
             &v_b,
@@ -302,7 +334,13 @@ pub fn build(
             },
         )?;
         let wo = up.matrix(&lw.attn_output)?;
-        b.matvec(&wo, Mv { accum: true, ..Mv::plain(&v_heads, &x) })?;
+        b.matvec(
+            &wo,
+            Mv {
+                accum: true,
+                ..Mv::plain(&v_heads, &x)
+            },
+        )?;
         matrices.extend([kv_a, k_b, v_b, wo]);
 
         // --- feed-forward ---
@@ -320,7 +358,13 @@ pub fn build(
                 let gu = up.gate_up(&format!("blk.{il}.ffn_gate_up"), &d.gate, &d.up)?;
                 let down = up.matrix(&d.down)?;
                 b.matvec(&gu, gate_up(&x, Some(&ffn_norm), None, 1, 0))?;
-                b.matvec(&down, Mv { accum: true, ..Mv::plain(&act, &x) })?;
+                b.matvec(
+                    &down,
+                    Mv {
+                        accum: true,
+                        ..Mv::plain(&act, &x)
+                    },
+                )?;
                 matrices.extend([gu, down]);
             }
             Ffn::Moe {
@@ -337,7 +381,16 @@ pub fn build(
                 };
                 b.push(
                     Kernel::Router,
-                    &[&router_params, &x, &ffn_norm, &router, bias.as_ref().unwrap_or(&zeros), &h2, &sel, &sel_w],
+                    &[
+                        &router_params,
+                        &x,
+                        &ffn_norm,
+                        &router,
+                        bias.as_ref().unwrap_or(&zeros),
+                        &h2,
+                        &sel,
+                        &sel_w,
+                    ],
                     [1, 1, 1],
                 )?;
                 let gu = match gate_up_exps {
@@ -347,7 +400,10 @@ pub fn build(
                     ExpertsGateUp::Merged { gate_up } => up.merged_gate_up(gate_up)?,
                 };
                 let n_used = c.n_expert_used as u32;
-                b.matvec(&gu, gate_up(&h2, None, Some((&sel, &sel_w)), n_used, c.n_ff_exp as u32))?;
+                b.matvec(
+                    &gu,
+                    gate_up(&h2, None, Some((&sel, &sel_w)), n_used, c.n_ff_exp as u32),
+                )?;
                 let down = up.matrix(down_exps)?;
                 b.matvec(
                     &down,
@@ -363,10 +419,17 @@ pub fn build(
                 matrices.extend([gu, down]);
                 if let Some(sh) = shared {
                     // The shared expert reuses `act` after the routed down has read it.
-                    let sgu = up.gate_up(&format!("blk.{il}.ffn_gate_up_shexp"), &sh.gate, &sh.up)?;
+                    let sgu =
+                        up.gate_up(&format!("blk.{il}.ffn_gate_up_shexp"), &sh.gate, &sh.up)?;
                     let sdown = up.matrix(&sh.down)?;
                     b.matvec(&sgu, gate_up(&h2, None, None, 1, 0))?;
-                    b.matvec(&sdown, Mv { accum: true, ..Mv::plain(&act, &x) })?;
+                    b.matvec(
+                        &sdown,
+                        Mv {
+                            accum: true,
+                            ..Mv::plain(&act, &x)
+                        },
+                    )?;
                     matrices.extend([sgu, sdown]);
                 }
             }
@@ -384,7 +447,11 @@ pub fn build(
             _pad: 0,
         },
     );
-    b.push(Kernel::RmsNorm, &[&norm_params, &x, &output_norm, &xn], [1, 1, 1])?;
+    b.push(
+        Kernel::RmsNorm,
+        &[&norm_params, &x, &output_norm, &xn],
+        [1, 1, 1],
+    )?;
     let head = up.matrix(&w.output)?;
     b.matvec(&head, Mv::plain(&xn, &logits))?;
     matrices.push(head);

@@ -138,7 +138,15 @@ impl<'a> Uploader<'a> {
     pub fn matrix(&mut self, t: &TensorInfo) -> Result<Matrix> {
         let rows = t.ne(1) as usize;
         let src = self.rows_of(t, 0, rows)?;
-        self.build(&t.name, format_of(t)?, t, &[src], rows, t.ne(2) as usize, false)
+        self.build(
+            &t.name,
+            format_of(t)?,
+            t,
+            &[src],
+            rows,
+            t.ne(2) as usize,
+            false,
+        )
     }
 
     /// Gate and up as one merged matrix stack (both `gate`'s shape).
@@ -159,7 +167,15 @@ impl<'a> Uploader<'a> {
     pub fn merged_gate_up(&mut self, t: &TensorInfo) -> Result<Matrix> {
         let rows = t.ne(1) as usize / 2;
         let srcs = [self.rows_of(t, 0, rows)?, self.rows_of(t, rows, rows)?];
-        self.build(&t.name, format_of(t)?, t, &srcs, rows, t.ne(2) as usize, true)
+        self.build(
+            &t.name,
+            format_of(t)?,
+            t,
+            &srcs,
+            rows,
+            t.ne(2) as usize,
+            true,
+        )
     }
 
     fn rows_of(&self, t: &TensorInfo, first: usize, _rows: usize) -> Result<Rows<'a>> {
