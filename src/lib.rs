@@ -6,6 +6,7 @@
 //!
 //! The library reads no environment variables; all configuration is typed.
 
+pub mod bench;
 pub mod engine;
 pub mod error;
 pub mod gguf;

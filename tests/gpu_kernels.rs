@@ -1,119 +1,540 @@
-//! Every GPU kernel against the CPU reference, in both variants (subgroup
-//! and shared-memory), on fresh random non-zero inputs, at GLM-4.7-Flash
-//! shapes and odd sizes. Outputs are poisoned with NaN before each run so
-//! unwritten elements fail the comparison.
+//! RMSNorm and every matvec format and mode against the CPU reference, in
+//! both kernel variants (subgroup and shared-memory), on fresh random
+//! non-zero inputs, at GLM-4.7-Flash shapes and odd sizes. Outputs are
+//! poisoned with NaN before each run so unwritten elements fail, and every
+//! element a dispatch must not touch is checked to be left bit for bit.
+//! Matvecs are judged against the dequantized weights, so quantization error
+//! is not the kernel's. Attention, router and top-k: tests/gpu_attention.rs.
 
 mod common;
 
-use glmw::gpu::ops::{self, Dispatch, RmsNormParams};
+use glmw::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
+use glmw::gpu::{repack, Format, Kernel};
+use glmw::quant::{self, GgmlType};
 use glmw::reference::ops as cpu;
 
 /// RMSNorm: f32 in, f32 out; only summation order differs from the f64 oracle.
 const RMS_NORM_TOL: f64 = 1e-6;
 
+/// Matvec (every mode) vs f64 dot products over the dequantized weights:
+/// f32 accumulation over up to 5120 terms (~1e-7..1e-6 in practice); a wrong
+/// weight, scale or x offset anywhere gives ~1e-2 or more.
+const MATVEC_TOL: f64 = 1e-5;
+
+/// RMSNorm epsilon for the fused-norm matvecs (GLM-4.7-Flash's).
+const EPS: f32 = 1e-5;
+
+/// Extra NaN-poisoned floats after every output, to catch overruns.
+const TAIL: usize = 7;
+
 #[test]
 fn rms_norm_matches_reference() {
     let gpu = common::gpu();
-    for pipes in common::pipelines() {
-        for (seed, (n, rows)) in [(2048usize, 3usize), (512, 1), (768, 2), (1000, 1), (7, 5)]
-            .into_iter()
-            .enumerate()
-        {
-            let x = common::randn(n * rows, 1.5, seed as u64 + 1);
-            let g: Vec<f32> = common::randn(n, 0.1, seed as u64 + 100)
-                .iter()
-                .map(|v| 1.0 + v)
-                .collect();
-            let eps = 1e-5;
-            let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-            let gb = gpu.storage("g", bytemuck::cast_slice(&g));
-            let yb = gpu.storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows]));
-            let pb = gpu.uniform(
-                "p",
-                &RmsNormParams {
-                    n: n as u32,
-                    eps,
-                    n_rows: rows as u32,
-                    _pad: 0,
-                },
+    let mut worst = 0f64;
+    // (n, rows, x std): the model's norms, odd sizes, rows folded past
+    // 65535, and inputs small enough that eps changes the result.
+    let shapes = [
+        (2048usize, 3usize, 1.5f32),
+        (512, 1, 1.5),
+        (768, 2, 1.5),
+        (1000, 1, 1.5),
+        (7, 5, 1.5),
+        (3, 65_600, 1.5),
+        (256, 2, 0.003),
+    ];
+    for (seed, &(n, rows, std)) in shapes.iter().enumerate() {
+        let seed = seed as u64;
+        let x = common::randn(n * rows, std, seed + 1);
+        let g: Vec<f32> = common::randn(n, 0.1, seed + 100)
+            .iter()
+            .map(|v| 1.0 + v)
+            .collect();
+        let want: Vec<f32> = x
+            .chunks(n)
+            .flat_map(|r| cpu::rms_norm(r, &g, EPS))
+            .collect();
+        let xb = gpu.storage("x", bytemuck::cast_slice(&x));
+        let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+        let pb = gpu.uniform(
+            "p",
+            &ops::RmsNormParams {
+                n: n as u32,
+                eps: EPS,
+                n_rows: rows as u32,
+                _pad: 0,
+            },
+        );
+        for pipes in common::pipelines() {
+            let yb = gpu.storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]));
+            let bufs = [&pb, &xb, &gb, &yb];
+            let d = Dispatch::new(
+                gpu,
+                pipes,
+                Kernel::RmsNorm,
+                &[],
+                &bufs,
+                ops::grid(rows as u32),
             );
-            let d = ops::rms_norm(gpu, pipes, &pb, &xb, &gb, &yb, rows as u32);
-            ops::run(gpu, pipes, &[d]).unwrap();
-            let y = gpu.read_f32(&yb, n * rows).unwrap();
-            let want: Vec<f32> = x
-                .chunks(n)
-                .flat_map(|r| cpu::rms_norm(r, &g, eps))
-                .collect();
-            let e = cpu::rel_l2(&y, &want);
+            ops::run(gpu, &[d.unwrap()]).unwrap();
+            let y = gpu.read_f32(&yb, n * rows + TAIL).unwrap();
+            assert!(
+                y[n * rows..].iter().all(|v| v.is_nan()),
+                "rms_norm wrote past its rows"
+            );
+            let e = cpu::rel_l2(&y[..n * rows], &want);
+            worst = worst.max(e);
             assert!(
                 e < RMS_NORM_TOL,
-                "rms_norm {:?} n={n} rows={rows}: rel L2 {e}; first values {:?} vs {:?}",
+                "rms_norm {:?} n={n} rows={rows}: rel L2 {e:.3e}; first values {:?} vs {:?}",
                 pipes.variant,
                 &y[..4.min(n)],
                 &want[..4.min(n)]
             );
         }
     }
+    eprintln!("rms_norm: worst rel L2 {worst:.2e} (tolerance {RMS_NORM_TOL:.0e})");
 }
 
-/// Q4_0 matvec, judged against the dequantized weights (quantization error
-/// is not the kernel's): f32 accumulation over up to 5120 terms.
-const MATVEC_TOL: f64 = 1e-5;
+// ---- matvec --------------------------------------------------------------
 
-#[test]
-fn matvec_q4_0_matches_reference() {
-    use glmw::gpu::repack::repack_q4_0;
-    use glmw::quant::{self, GgmlType};
-    let gpu = common::gpu();
-    // (cols, rows): q_a, attn_output, an expert's gate, a dense down; then odd sizes.
-    let shapes = [
-        (2048usize, 768usize),
-        (5120, 2048),
-        (2048, 1536),
-        (10240, 64),
-        (96, 13),
-        (32, 1),
-        (64, 9),
-    ];
-    for pipes in common::pipelines() {
-        for (seed, &(cols, rows)) in shapes.iter().enumerate() {
-            let w = common::randn(cols * rows, 0.02, 1000 + seed as u64);
-            let mut blocks = Vec::new();
-            quant::quantize_into(GgmlType::Q4_0, &w, &mut blocks).unwrap();
-            let wd = quant::dequantize_vec(GgmlType::Q4_0, &blocks, cols * rows).unwrap();
-            let x = common::randn(cols, 1.0, 2000 + seed as u64);
-            let want: Vec<f32> = wd.chunks(cols).map(|r| cpu::dot(r, &x)).collect();
+/// One matvec dispatch to check: shapes, mode and layout parameters.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    fmt: Format,
+    mode: MatvecMode,
+    norm: bool,
+    accum: bool,
+    cols: usize,
+    /// Output rows per matrix (GateUp: rows of each half).
+    rows: usize,
+    /// Matrices stacked in the weight buffer (experts or heads).
+    n_mat: usize,
+    /// Plain/GateUp: batch slots (z); WeightedSum: experts summed.
+    slots: usize,
+    /// Floats between slots' inputs (a multiple of 4).
+    x_stride: usize,
+    y_stride: usize,
+    y_off: usize,
+}
 
-            let (scales, nibbles) = repack_q4_0(&blocks).unwrap();
-            let sb = gpu.storage("scales", &scales);
-            let nb = gpu.storage("nibbles", &nibbles);
-            let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-            let yb = gpu.storage("y", bytemuck::cast_slice(&vec![f32::NAN; rows]));
-            let params = ops::MatvecParams {
-                rows: rows as u32,
-                blocks: (cols / 32) as u32,
-                _pad: [0; 2],
-            };
-            let pb = gpu.uniform("p", &params);
-            let d = ops::matvec_q4_0(gpu, pipes, &pb, &sb, &nb, &xb, &yb, rows as u32);
-            ops::run(gpu, pipes, &[d]).unwrap();
-            let y = gpu.read_f32(&yb, rows).unwrap();
-            let e = cpu::rel_l2(&y, &want);
-            assert!(
-                e < MATVEC_TOL,
-                "matvec_q4_0 {:?} {cols}x{rows}: rel L2 {e}; {:?} vs {:?}",
-                pipes.variant,
-                &y[..3.min(rows)],
-                &want[..3.min(rows)]
-            );
-        }
+fn plain(fmt: Format, cols: usize, rows: usize) -> Case {
+    Case {
+        fmt,
+        mode: MatvecMode::Plain,
+        norm: false,
+        accum: false,
+        cols,
+        rows,
+        n_mat: 1,
+        slots: 1,
+        x_stride: 0,
+        y_stride: 0,
+        y_off: 0,
     }
 }
+
+fn ggml(fmt: Format) -> GgmlType {
+    match fmt {
+        Format::Q4_0 => GgmlType::Q4_0,
+        Format::Q8_0 => GgmlType::Q8_0,
+        Format::Q5K => GgmlType::Q5_K,
+        Format::Q6K => GgmlType::Q6_K,
+    }
+}
+
+/// Quantize `w`, upload it as the engine does (src/gpu/weights.rs), and
+/// return the dequantized weights the GPU result is judged against.
+fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
+    let mut blocks = Vec::new();
+    quant::quantize_into(ggml(fmt), w, &mut blocks).unwrap();
+    let deq = quant::dequantize_vec(ggml(fmt), &blocks, w.len()).unwrap();
+    let arrays = match fmt {
+        Format::Q4_0 => {
+            let (s, n) = repack::repack_q4_0(&blocks).unwrap();
+            vec![s, n]
+        }
+        Format::Q8_0 => {
+            let (s, q) = repack::repack_q8_0(&blocks).unwrap();
+            vec![s, q]
+        }
+        Format::Q5K => vec![blocks],
+        Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
+    };
+    let gpu = common::gpu();
+    (deq, arrays.iter().map(|a| gpu.storage("w", a)).collect())
+}
+
+fn dot64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
+}
+
+/// y as the kernel must leave it, and which elements it writes.
+fn oracle(
+    c: &Case,
+    deq: &[f32],
+    x: &[f32],
+    g: &[f32],
+    y0: &[f32],
+    sel: &[u32],
+    sel_w: &[f32],
+) -> (Vec<f32>, Vec<bool>) {
+    let mat_rows = if c.mode == MatvecMode::GateUp {
+        2 * c.rows
+    } else {
+        c.rows
+    };
+    let row = |m: usize, r: usize| &deq[(m * mat_rows + r) * c.cols..][..c.cols];
+    let xn = c.norm.then(|| cpu::rms_norm(&x[..c.cols], g, EPS));
+    let xin = |off: usize| -> &[f32] {
+        match &xn {
+            Some(v) => v,
+            None => &x[off..off + c.cols],
+        }
+    };
+    let mut out: Vec<(usize, f64)> = Vec::new();
+    match c.mode {
+        MatvecMode::Plain => {
+            for z in 0..c.slots {
+                for r in 0..c.rows {
+                    out.push((
+                        c.y_off + z * c.y_stride + r,
+                        dot64(row(z, r), xin(z * c.x_stride)),
+                    ));
+                }
+            }
+        }
+        MatvecMode::GateUp => {
+            for (z, &e) in sel.iter().enumerate().take(c.slots) {
+                for r in 0..c.rows {
+                    let gate = dot64(row(e as usize, r), xin(0));
+                    let up = dot64(row(e as usize, c.rows + r), xin(0));
+                    out.push((
+                        z * c.y_stride + c.y_off + r,
+                        gate / (1.0 + (-gate).exp()) * up,
+                    ));
+                }
+            }
+        }
+        MatvecMode::WeightedSum => {
+            for r in 0..c.rows {
+                let s = (0..c.slots)
+                    .map(|k| sel_w[k] as f64 * dot64(row(sel[k] as usize, r), xin(k * c.x_stride)))
+                    .sum();
+                out.push((c.y_off + r, s));
+            }
+        }
+    }
+    let mut want = y0.to_vec();
+    let mut written = vec![false; y0.len()];
+    for (i, v) in out {
+        assert!(!written[i], "{c:?}: test writes y[{i}] twice");
+        want[i] = if c.accum {
+            (y0[i] as f64 + v) as f32
+        } else {
+            v as f32
+        };
+        written[i] = true;
+    }
+    (want, written)
+}
+
+/// Run case `c` in both variants against the oracle; returns the worst error.
+fn check(c: &Case, seed: u64) -> f64 {
+    assert!(
+        c.x_stride % 4 == 0 && (c.n_mat == 1 || c.mode != MatvecMode::Plain || c.n_mat == c.slots)
+    );
+    let gpu = common::gpu();
+    let mat_rows = if c.mode == MatvecMode::GateUp {
+        2 * c.rows
+    } else {
+        c.rows
+    };
+    let w = common::randn(c.n_mat * mat_rows * c.cols, 0.02, seed);
+    let (deq, wbufs) = upload(c.fmt, &w);
+    let x_len = match c.mode {
+        MatvecMode::GateUp => c.cols,
+        _ => (c.slots - 1) * c.x_stride + c.cols,
+    };
+    // Small inputs under NORM, so that eps matters (mean x² ≈ eps).
+    let x_std = if c.norm { 0.003 } else { 1.0 };
+    let x = common::randn(x_len.next_multiple_of(4), x_std, seed + 1);
+    let g: Vec<f32> = common::randn(c.cols, 0.1, seed + 2)
+        .iter()
+        .map(|v| 1.0 + v)
+        .collect();
+    // Selected matrices: distinct where n_mat allows, first and last included.
+    let sel: Vec<u32> = (0..c.slots.max(4))
+        .map(|k| ((c.n_mat - 1 + 3 * k) % c.n_mat) as u32)
+        .collect();
+    let sel_w: Vec<f32> = common::randn(c.slots.max(4), 0.3, seed + 3)
+        .iter()
+        .map(|v| 0.5 + v)
+        .collect();
+    let y_len = match c.mode {
+        MatvecMode::WeightedSum => c.y_off + c.rows,
+        _ => c.y_off + (c.slots - 1) * c.y_stride + c.rows,
+    } + TAIL;
+    // ACCUM adds to random values (a residual); otherwise y is poisoned.
+    let y0 = if c.accum {
+        common::randn(y_len, 1.0, seed + 4)
+    } else {
+        vec![f32::NAN; y_len]
+    };
+    let (want, written) = oracle(c, &deq, &x, &g, &y0, &sel, &sel_w);
+    let units = (c.cols / 32) as u32;
+    let params = MatvecParams {
+        rows: c.rows as u32,
+        units,
+        mat_units: (mat_rows as u32) * units,
+        n_slot: c.slots as u32,
+        x_stride: (c.x_stride / 4) as u32,
+        y_stride: c.y_stride as u32,
+        y_off: c.y_off as u32,
+        eps: EPS,
+    };
+    let spec = MatvecSpec {
+        format: c.fmt,
+        mode: c.mode,
+        norm: c.norm,
+        accum: c.accum,
+        params,
+        slots: c.slots as u32,
+    };
+    let pb = gpu.uniform("p", &params);
+    let xb = gpu.storage("x", bytemuck::cast_slice(&x));
+    let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+    let sb = gpu.storage("sel", bytemuck::cast_slice(&sel));
+    let swb = gpu.storage("sel_w", bytemuck::cast_slice(&sel_w));
+    let mut worst = 0f64;
+    for pipes in common::pipelines() {
+        let yb = gpu.storage("y", bytemuck::cast_slice(&y0));
+        let bufs = MatvecBuffers {
+            params: &pb,
+            x: &xb,
+            g: &gb,
+            y: &yb,
+            sel: &sb,
+            sel_w: &swb,
+            weights: &wbufs,
+        };
+        ops::run(gpu, &[ops::matvec(gpu, pipes, &spec, &bufs).unwrap()]).unwrap();
+        let y = gpu.read_f32(&yb, y_len).unwrap();
+        let tag = format!("{:?} {c:?} (TPR {})", pipes.variant, ops::matvec_tpr(units));
+        for (i, (&a, &b)) in y.iter().zip(&want).enumerate() {
+            assert!(
+                written[i] || a.to_bits() == b.to_bits(),
+                "{tag}: y[{i}] must stay {b}, is {a}"
+            );
+        }
+        let pick = |v: &[f32]| -> Vec<f32> {
+            v.iter()
+                .zip(&written)
+                .filter(|p| *p.1)
+                .map(|p| *p.0)
+                .collect()
+        };
+        let (got, exp) = (pick(&y), pick(&want));
+        let e = cpu::rel_l2(&got, &exp);
+        assert!(
+            e < MATVEC_TOL,
+            "{tag}: rel L2 {e:.3e}; {:?} vs {:?}",
+            &got[..3.min(got.len())],
+            &exp[..3.min(exp.len())]
+        );
+        worst = worst.max(e);
+    }
+    worst
+}
+
+fn check_all(name: &str, cases: &[Case]) {
+    let mut worst = 0f64;
+    for (i, c) in cases.iter().enumerate() {
+        worst = worst.max(check(c, 1000 * i as u64 + 17));
+    }
+    eprintln!(
+        "{name}: {} cases, worst rel L2 {worst:.2e} (tolerance {MATVEC_TOL:.0e})",
+        cases.len()
+    );
+}
+
+#[test]
+fn matvec_every_format_plain() {
+    use Format::*;
+    // (cols, rows): GLM-4.7-Flash matrices, then short rows (TPR 4, 8, 16:
+    // lavapipe's subgroups have 8 lanes, so TPR <= 8 takes the butterfly
+    // path of the subgroup prelude and larger TPRs its shared-memory path)
+    // and row counts that leave a workgroup partly idle.
+    let shapes = [
+        (Q4_0, 2048, 768),  // q_a
+        (Q4_0, 5120, 2048), // attn_output
+        (Q4_0, 96, 13),     // 3 units: TPR 4
+        (Q4_0, 32, 1),      // 1 unit: TPR 4
+        (Q4_0, 192, 9),     // 6 units: TPR 8
+        (Q4_0, 512, 40),    // TPR 16
+        (Q8_0, 2048, 576),  // kv_a_mqa
+        (Q8_0, 192, 512),   // one head of k_b: TPR 8
+        (Q8_0, 512, 256),   // one head of v_b
+        (Q8_0, 32, 9),
+        (Q8_0, 96, 1),
+        (Q5K, 2048, 1024),
+        (Q5K, 256, 13), // one super-block: TPR 8
+        (Q5K, 768, 9),  // 24 units: TPR 32
+        (Q5K, 512, 3),
+        (Q6K, 1024, 2048),
+        (Q6K, 2048, 3000), // a slice of the output head
+        (Q6K, 1536, 64),   // experts' down width
+        (Q6K, 256, 9),
+        (Q6K, 512, 13),
+    ];
+    let tprs: std::collections::BTreeSet<u32> = shapes
+        .iter()
+        .map(|s| ops::matvec_tpr(s.1 as u32 / 32))
+        .collect();
+    assert_eq!(
+        tprs.into_iter().collect::<Vec<_>>(),
+        [4, 8, 16, 32],
+        "every TPR is exercised"
+    );
+    let cases: Vec<Case> = shapes.iter().map(|&(f, c, r)| plain(f, c, r)).collect();
+    check_all("matvec plain", &cases);
+}
+
+#[test]
+fn matvec_norm_and_accum() {
+    use Format::*;
+    let cases = [
+        // attn_norm fused into q_a and kv_a_mqa, q_a_norm into q_b
+        Case {
+            norm: true,
+            ..plain(Q4_0, 2048, 768)
+        },
+        Case {
+            norm: true,
+            ..plain(Q8_0, 2048, 576)
+        },
+        Case {
+            norm: true,
+            ..plain(Q5K, 768, 9)
+        },
+        Case {
+            norm: true,
+            ..plain(Q4_0, 96, 13)
+        },
+        // attn_output and dense down + residual; one into the middle of y
+        Case {
+            accum: true,
+            ..plain(Q4_0, 5120, 2048)
+        },
+        Case {
+            accum: true,
+            ..plain(Q6K, 1536, 64)
+        },
+        Case {
+            accum: true,
+            y_off: 5,
+            ..plain(Q8_0, 64, 9)
+        },
+        Case {
+            norm: true,
+            accum: true,
+            y_off: 3,
+            ..plain(Q4_0, 256, 33)
+        },
+    ];
+    check_all("matvec norm/accum", &cases);
+}
+
+#[test]
+fn matvec_batched_heads() {
+    use Format::*;
+    let heads = |f, cols, rows, n: usize, x_stride, y_stride| Case {
+        n_mat: n,
+        slots: n,
+        x_stride,
+        y_stride,
+        ..plain(f, cols, rows)
+    };
+    let cases = [
+        // k_b: each head's q_nope (192 of its 256 q floats) → 512 latent
+        heads(Q8_0, 192, 512, 20, 256, 512),
+        // v_b: each head's 512 latent → 256
+        heads(Q8_0, 512, 256, 20, 512, 256),
+        // the tiny model's k_b, with gaps between outputs that must stay NaN
+        Case {
+            y_off: 3,
+            ..heads(Q4_0, 32, 64, 4, 48, 70)
+        },
+        heads(Q5K, 256, 9, 3, 260, 9),
+    ];
+    check_all("matvec batched", &cases);
+}
+
+#[test]
+fn matvec_gate_up() {
+    use Format::*;
+    let experts = |f, cols, rows, n_mat, slots, y_stride| Case {
+        mode: MatvecMode::GateUp,
+        n_mat,
+        slots,
+        y_stride,
+        ..plain(f, cols, rows)
+    };
+    let cases = [
+        // routed experts: 4 of 5 selected, 1536 rows of gate and of up each
+        experts(Q4_0, 2048, 1536, 5, 4, 1536),
+        // dense / shared FFN: one matrix, ffn_norm fused
+        Case {
+            norm: true,
+            ..experts(Q8_0, 256, 512, 1, 1, 0)
+        },
+        // odd sizes, outputs with gaps and an offset
+        Case {
+            y_off: 3,
+            ..experts(Q4_0, 96, 13, 7, 4, 20)
+        },
+        experts(Q6K, 256, 256, 4, 4, 256),
+    ];
+    check_all("matvec gate+up", &cases);
+}
+
+#[test]
+fn matvec_weighted_sum() {
+    use Format::*;
+    let down = |f, cols, rows, n_mat, slots| Case {
+        mode: MatvecMode::WeightedSum,
+        n_mat,
+        slots,
+        x_stride: cols,
+        ..plain(f, cols, rows)
+    };
+    let cases = [
+        // experts' down + weighted combine + residual
+        Case {
+            accum: true,
+            ..down(Q4_0, 1536, 2048, 5, 4)
+        },
+        Case {
+            accum: true,
+            ..down(Q5K, 256, 256, 8, 4)
+        },
+        Case {
+            y_off: 2,
+            ..down(Q8_0, 32, 9, 7, 4)
+        },
+        Case {
+            x_stride: 100,
+            ..down(Q6K, 256, 13, 3, 2)
+        },
+    ];
+    check_all("matvec weighted sum", &cases);
+}
+
+// ---- weight layouts ----------------------------------------------------------
 
 #[test]
 fn q4_0_repack_keeps_every_byte() {
     let blocks: Vec<u8> = (0..18 * 3).map(|i| i as u8).collect();
-    let (s, n) = glmw::gpu::repack::repack_q4_0(&blocks).unwrap();
+    let (s, n) = repack::repack_q4_0(&blocks).unwrap();
     assert_eq!(
         s,
         vec![0, 1, 18, 19, 36, 37, 0, 0],
@@ -121,5 +542,22 @@ fn q4_0_repack_keeps_every_byte() {
     );
     assert_eq!(&n[..16], &blocks[2..18]);
     assert_eq!(&n[32..], &blocks[38..54]);
-    assert!(glmw::gpu::repack::repack_q4_0(&blocks[..17]).is_err());
+    assert!(repack::repack_q4_0(&blocks[..17]).is_err());
+}
+
+#[test]
+fn q8_0_repack_and_q6_k_pad_keep_every_byte() {
+    let blocks: Vec<u8> = (0..34 * 2).map(|i| i as u8).collect();
+    let (s, q) = repack::repack_q8_0(&blocks).unwrap();
+    assert_eq!(s, vec![0, 1, 34, 35]);
+    assert_eq!(&q[..32], &blocks[2..34]);
+    assert_eq!(&q[32..], &blocks[36..68]);
+    assert!(repack::repack_q8_0(&blocks[..33]).is_err());
+    let blocks: Vec<u8> = (0..210 * 2).map(|i| (i % 251) as u8).collect();
+    let p = repack::pad_q6_k(&blocks).unwrap();
+    assert_eq!(p.len(), 424);
+    assert_eq!(&p[..210], &blocks[..210]);
+    assert_eq!(&p[210..212], &[0, 0]);
+    assert_eq!(&p[212..422], &blocks[210..]);
+    assert!(repack::pad_q6_k(&blocks[..209]).is_err());
 }

@@ -1,6 +1,7 @@
 //! clap definitions and dispatch. The only place errors become exit codes:
 //! one line on stderr, exit status 1 (clap's own usage errors exit 2).
 
+mod bench;
 mod generate;
 mod json;
 mod progress;
@@ -149,6 +150,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure: each decode kernel (micro), one block replayed from the
+    /// engine's plan (block), or the whole model (model: prefill, decode at
+    /// context depths, GPU time per kernel).
+    Bench(bench::BenchArgs),
     /// List the GPU adapters wgpu can see, and which one glmw would pick.
     Devices {
         /// Print one JSON document instead of text.
@@ -249,6 +254,7 @@ pub fn main() -> i32 {
             seed,
         } => tools::synth(&preset, &output, seed),
         Command::Devices { json } => tools::devices(json),
+        Command::Bench(args) => bench::bench(&args),
     };
     match result {
         Ok(()) => 0,

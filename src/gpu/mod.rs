@@ -12,4 +12,5 @@ pub mod repack;
 pub use context::{list_adapters, BackendChoice, Caps, Gpu, GpuOptions, Variant};
 pub use kernels::{Format, Kernel, Pipelines};
 pub mod plan;
+pub mod profile;
 pub mod weights;

@@ -10,6 +10,12 @@ use crate::error::{Error, Result};
 /// One pre-built dispatch: the unit a decode plan is made of.
 pub struct Dispatch {
     pub kernel: Kernel,
+    /// What it computes, e.g. `blk.3.attn_q_a` (profiles group by the part
+    /// after the layer prefix).
+    pub label: String,
+    /// Bytes of weights it reads from memory (0 where negligible or, as for
+    /// attention, dependent on the position).
+    pub weight_bytes: u64,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     pub workgroups: [u32; 3],
@@ -47,10 +53,30 @@ impl Dispatch {
         gpu.count_object();
         Ok(Dispatch {
             kernel: k,
+            label: k.name().to_string(),
+            weight_bytes: 0,
             pipeline,
             bind_group,
             workgroups,
         })
+    }
+
+    pub fn named(mut self, label: impl Into<String>) -> Dispatch {
+        self.label = label.into();
+        self
+    }
+
+    pub fn reading(mut self, weight_bytes: u64) -> Dispatch {
+        self.weight_bytes = weight_bytes;
+        self
+    }
+
+    /// The label without its `blk.N.` prefix: the same op in every layer.
+    pub fn op(&self) -> &str {
+        match self.label.strip_prefix("blk.") {
+            Some(rest) => rest.split_once('.').map_or(rest, |(_, op)| op),
+            None => &self.label,
+        }
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {

@@ -31,8 +31,18 @@ pub struct Io {
     pub topk_wg: u32,
 }
 
+/// Where one block's dispatches sit in `Plan::dispatches`.
+#[derive(Clone, Debug)]
+pub struct BlockRange {
+    pub layer: usize,
+    pub moe: bool,
+    pub attn: std::ops::Range<usize>,
+    pub ffn: std::ops::Range<usize>,
+}
+
 pub struct Plan {
     pub dispatches: Vec<Dispatch>,
+    pub blocks: Vec<BlockRange>,
     pub io: Io,
     /// Kept for their buffers' lifetime and for inspection.
     pub matrices: Vec<Matrix>,
@@ -81,8 +91,14 @@ impl Builder<'_> {
         self.gpu.uniform(label, p)
     }
 
-    fn push(&mut self, k: Kernel, bufs: &[&wgpu::Buffer], wg: [u32; 3]) -> Result<()> {
-        let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, wg)?;
+    fn push(
+        &mut self,
+        label: String,
+        k: Kernel,
+        bufs: &[&wgpu::Buffer],
+        wg: [u32; 3],
+    ) -> Result<()> {
+        let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, wg)?.named(label);
         self.out.push(d);
         Ok(())
     }
@@ -120,6 +136,15 @@ impl Builder<'_> {
                 weights: &part.buffers,
             };
             let d = ops::matvec(self.gpu, self.pipes, &spec, &bufs)?;
+            // Routed experts read only the selected matrices.
+            let frac = match v.sel {
+                Some(_) => v.slots.min(m.n_mat) as f64 / m.n_mat as f64,
+                None => 1.0,
+            };
+            let bytes: u64 = part.buffers.iter().map(|b| b.size()).sum();
+            let d = d
+                .named(m.name.trim_end_matches(".weight"))
+                .reading((bytes as f64 * frac) as u64);
             self.out.push(d);
         }
         Ok(())
@@ -249,7 +274,9 @@ pub fn build(
         },
     );
     let n_head = c.n_head as u32;
+    let mut blocks = Vec::new();
     for (il, lw) in w.layers.iter().enumerate() {
+        let attn_start = b.out.len();
         let attn_norm = up.vector(&lw.attn_norm)?;
         // --- attention ---
         let normed = |x| Mv {
@@ -299,6 +326,7 @@ pub fn build(
         let kv_norm = up.vector(&lw.kv_a_norm)?;
         let cache = gpu.scratch(&format!("kv_cache-{il}"), cache_bytes);
         b.push(
+            format!("blk.{il}.kv_append"),
             Kernel::KvAppend,
             &[&kv_params, &step, &ckv, &kv_norm, &cache],
             [1, 1, 1],
@@ -314,11 +342,13 @@ pub fn build(
             },
         )?;
         b.push(
+            format!("blk.{il}.attention"),
             Kernel::Attention,
             &[&attn_params, &step, &q_abs, &q, &cache, &o_part, &ml],
             [n_split, n_head, 1],
         )?;
         b.push(
+            format!("blk.{il}.attn_combine"),
             Kernel::AttnCombine,
             &[&comb_params, &o_part, &ml, &o_heads],
             [n_head, 1, 1],
@@ -344,6 +374,7 @@ pub fn build(
         matrices.extend([kv_a, k_b, v_b, wo]);
 
         // --- feed-forward ---
+        let ffn_start = b.out.len();
         let ffn_norm = up.vector(&lw.ffn_norm)?;
         let gate_up = |x, norm, sel, slots, y_stride| Mv {
             mode: MatvecMode::GateUp,
@@ -380,6 +411,7 @@ pub fn build(
                     None => None,
                 };
                 b.push(
+                    format!("blk.{il}.router"),
                     Kernel::Router,
                     &[
                         &router_params,
@@ -393,6 +425,9 @@ pub fn build(
                     ],
                     [1, 1, 1],
                 )?;
+                if let Some(d) = b.out.last_mut() {
+                    d.weight_bytes = router.size();
+                }
                 let gu = match gate_up_exps {
                     ExpertsGateUp::Separate { gate, up: u } => {
                         up.gate_up(&format!("blk.{il}.ffn_gate_up_exps"), gate, u)?
@@ -434,6 +469,12 @@ pub fn build(
                 }
             }
         }
+        blocks.push(BlockRange {
+            layer: il,
+            moe: matches!(lw.ffn, Ffn::Moe { .. }),
+            attn: attn_start..ffn_start,
+            ffn: ffn_start..b.out.len(),
+        });
     }
 
     // --- output head and top-k candidates ---
@@ -448,6 +489,7 @@ pub fn build(
         },
     );
     b.push(
+        "result_norm".into(),
         Kernel::RmsNorm,
         &[&norm_params, &x, &output_norm, &xn],
         [1, 1, 1],
@@ -471,7 +513,8 @@ pub fn build(
         &[("FIRST", 1.0)],
         &[&topk_params[0], &logits, &b.dummy, &cand1_v, &cand1_i],
         [topk_wg, 1, 1],
-    )?;
+    )?
+    .named("topk1");
     let d2 = Dispatch::new(
         gpu,
         pipes,
@@ -479,10 +522,12 @@ pub fn build(
         &[("FIRST", 0.0)],
         &[&topk_params[1], &cand1_v, &cand1_i, &cand_v, &cand_i],
         [1, 1, 1],
-    )?;
+    )?
+    .named("topk2");
     b.out.extend([d1, d2]);
     Ok(Plan {
         dispatches: b.out,
+        blocks,
         io: Io {
             x,
             step,

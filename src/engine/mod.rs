@@ -2,6 +2,10 @@
 //! the pre-recorded plan (`gpu::plan`). `step` runs one token and returns the
 //! top candidates for the next; nothing is allocated on the GPU per token.
 
+mod profile;
+
+pub use profile::TokenProfile;
+
 use crate::error::{Error, Result};
 use crate::gpu::plan::{self, Plan, MAX_CANDIDATES};
 use crate::gpu::{ops, Gpu, Pipelines};
@@ -47,6 +51,7 @@ pub struct Engine<'a> {
     readback: wgpu::Buffer,
     logits_readback: wgpu::Buffer,
     bytes: Vec<u8>,
+    timer: Option<crate::gpu::profile::Timer>,
 }
 
 impl<'a> Engine<'a> {
@@ -102,6 +107,7 @@ impl<'a> Engine<'a> {
             readback,
             logits_readback,
             bytes: vec![0; 8 * MAX_CANDIDATES],
+            timer: crate::gpu::profile::Timer::new(gpu),
         };
         e.set_candidates(opts.candidates)?;
         Ok(e)
@@ -188,7 +194,9 @@ impl<'a> Engine<'a> {
         Ok(out)
     }
 
-    fn run(&mut self, token: u32, want_logits: bool) -> Result<()> {
+    /// Check `token` and the position, then upload the embedding row and
+    /// the step uniform for the token at `pos`.
+    fn prepare(&mut self, token: u32) -> Result<()> {
         let c = &self.model.config;
         if token as usize >= c.n_vocab {
             return Err(Error::InvalidArgument(format!(
@@ -218,6 +226,14 @@ impl<'a> Engine<'a> {
             0,
             bytemuck::bytes_of(&ops::Step::new(self.pos, &cs)),
         );
+        Ok(())
+    }
+
+    fn run(&mut self, token: u32, want_logits: bool) -> Result<()> {
+        self.prepare(token)?;
+        let c = &self.model.config;
+        let io = &self.plan.io;
+        let q = &self.gpu.queue;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());

@@ -1,0 +1,122 @@
+//! Timing hooks for `glmw bench`: one token with a GPU timestamp after every
+//! dispatch, a range of the plan (one block) replayed back to back, and a
+//! jump of the position so decode can be timed at a context depth.
+
+use std::time::Instant;
+
+use super::Engine;
+use crate::error::{Error, Result};
+use crate::gpu::plan::BlockRange;
+use crate::gpu::profile::Timer;
+
+/// One token's GPU time per dispatch (`op` is the label without `blk.N.`).
+pub struct TokenProfile {
+    /// (op, kernel, GPU ns) per dispatch, in plan order; empty without
+    /// timestamp support.
+    pub dispatches: Vec<(String, &'static str, f64)>,
+    /// Sum of the dispatch times.
+    pub gpu_ns: f64,
+    /// Wall time from recording to the readback.
+    pub wall_ns: f64,
+}
+
+impl<'a> Engine<'a> {
+    pub fn blocks(&self) -> &[BlockRange] {
+        &self.plan.blocks
+    }
+
+    /// (op, kernel, weight bytes) of dispatch `i` of the plan.
+    pub fn dispatch_info(&self, i: usize) -> (String, &'static str, u64) {
+        let d = &self.plan.dispatches[i];
+        (d.op().to_string(), d.kernel.name(), d.weight_bytes)
+    }
+
+    /// Whether GPU timestamps are available (else timing is wall clock).
+    pub fn has_timer(&self) -> bool {
+        self.timer.is_some()
+    }
+
+    /// Run `token` with a timestamp after each dispatch.
+    pub fn profile_token(&mut self, token: u32) -> Result<TokenProfile> {
+        self.prepare(token)?;
+        let t0 = Instant::now();
+        let Some(timer) = self.timer.as_ref() else {
+            let d = &self.plan.dispatches;
+            crate::gpu::ops::run(self.gpu, d)?;
+            self.pos += 1;
+            let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
+            return Ok(TokenProfile {
+                dispatches: Vec::new(),
+                gpu_ns: 0.0,
+                wall_ns,
+            });
+        };
+        let segs: Vec<&[crate::gpu::ops::Dispatch]> = self.plan.dispatches.chunks(1).collect();
+        let ns = timer.time(self.gpu, &segs)?;
+        let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
+        self.pos += 1;
+        let dispatches: Vec<_> = self
+            .plan
+            .dispatches
+            .iter()
+            .zip(&ns)
+            .map(|(d, &t)| (d.op().to_string(), d.kernel.name(), t))
+            .collect();
+        Ok(TokenProfile {
+            gpu_ns: ns.iter().sum(),
+            dispatches,
+            wall_ns,
+        })
+    }
+
+    /// Replay dispatches `range` of the plan `reps` times back to back at
+    /// the current position (which does not advance); GPU ns per replay, or
+    /// wall ns per replay (one submit each) without timestamps.
+    pub fn time_range(&mut self, range: std::ops::Range<usize>, reps: usize) -> Result<Vec<f64>> {
+        if range.end > self.plan.dispatches.len() || range.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "dispatch range {range:?} is outside the plan (0..{})",
+                self.plan.dispatches.len()
+            )));
+        }
+        let c = &self.model.config;
+        let cs = crate::reference::ops::rope_cos_sin(
+            self.pos,
+            c.n_embd_head_qk_rope,
+            c.rope_freq_base,
+            c.yarn.as_ref(),
+        );
+        let step = crate::gpu::ops::Step::new(self.pos.min(self.n_ctx - 1), &cs);
+        self.gpu
+            .queue
+            .write_buffer(&self.plan.io.step, 0, bytemuck::bytes_of(&step));
+        let seg = &self.plan.dispatches[range];
+        match &self.timer {
+            Some(t) => {
+                let mut out = Vec::with_capacity(reps);
+                for chunk in (0..reps).collect::<Vec<_>>().chunks(Timer::max_segments()) {
+                    out.extend(t.time(self.gpu, &vec![seg; chunk.len()])?);
+                }
+                Ok(out)
+            }
+            None => (0..reps)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    crate::gpu::ops::run(self.gpu, seg)?;
+                    Ok(t0.elapsed().as_secs_f64() * 1e9)
+                })
+                .collect(),
+        }
+    }
+
+    /// Move to position `pos` without computing the tokens before it: the
+    /// cache rows stay as they are (zeros on a fresh engine). For timing
+    /// decode at a context depth only; the logits are meaningless after it.
+    pub fn jump_to(&mut self, pos: usize) -> Result<()> {
+        if pos >= self.n_ctx {
+            return Err(Error::ContextFull { n_ctx: self.n_ctx });
+        }
+        self.pos = pos;
+        Ok(())
+    }
+}

@@ -1,0 +1,87 @@
+//! GPU timing with timestamp queries written between dispatches of one
+//! compute pass (TIMESTAMP_QUERY_INSIDE_PASSES). One fixed query set,
+//! resolve buffer and readback buffer, made once.
+
+use super::context::Gpu;
+use super::ops::Dispatch;
+use crate::error::{Error, Result};
+
+/// Most segments one `time` call can measure (one query per boundary).
+pub const MAX_SEGMENTS: usize = wgpu::QUERY_SET_MAX_QUERIES as usize - 1;
+
+pub struct Timer {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    read: wgpu::Buffer,
+    period_ns: f64,
+}
+
+impl Timer {
+    pub fn max_segments() -> usize {
+        MAX_SEGMENTS
+    }
+
+    /// `None` when the adapter cannot write timestamps inside passes.
+    pub fn new(gpu: &Gpu) -> Option<Timer> {
+        if !gpu.caps.timestamps_in_passes {
+            return None;
+        }
+        let n = MAX_SEGMENTS as u32 + 1;
+        let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("timestamps"),
+            ty: wgpu::QueryType::Timestamp,
+            count: n,
+        });
+        let size = 8 * n as u64;
+        let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("timestamps.resolve"),
+            size,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("timestamps.read"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Some(Timer {
+            queries,
+            resolve,
+            read,
+            period_ns: gpu.queue.get_timestamp_period() as f64,
+        })
+    }
+
+    /// Run `segments` back to back in one pass; GPU nanoseconds of each.
+    pub fn time(&self, gpu: &Gpu, segments: &[&[Dispatch]]) -> Result<Vec<f64>> {
+        if segments.is_empty() || segments.len() > MAX_SEGMENTS {
+            return Err(Error::InvalidArgument(format!(
+                "{} segments to time; 1 to {MAX_SEGMENTS} fit one query set",
+                segments.len()
+            )));
+        }
+        let n = segments.len() as u32 + 1;
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.write_timestamp(&self.queries, 0);
+            for (i, seg) in segments.iter().enumerate() {
+                for d in seg.iter() {
+                    d.record(&mut pass);
+                }
+                pass.write_timestamp(&self.queries, i as u32 + 1);
+            }
+        }
+        enc.resolve_query_set(&self.queries, 0..n, &self.resolve, 0);
+        enc.copy_buffer_to_buffer(&self.resolve, 0, &self.read, 0, 8 * n as u64);
+        gpu.queue.submit([enc.finish()]);
+        let mut bytes = vec![0u8; 8 * n as usize];
+        gpu.map_read(&self.read, &mut bytes)?;
+        let ticks: &[u64] = bytemuck::cast_slice(&bytes);
+        Ok(ticks
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]) as f64 * self.period_ns)
+            .collect())
+    }
+}

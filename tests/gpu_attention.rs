@@ -1,0 +1,515 @@
+//! kv_append, attention + attn_combine, router and top-k against CPU oracles,
+//! in both kernel variants (subgroup and shared-memory), on fresh random
+//! non-zero inputs. Outputs are poisoned (NaN, or an impossible index)
+//! before each run so unwritten elements fail. Matvecs: tests/gpu_kernels.rs.
+
+mod common;
+
+use glmw::gpu::ops::{self, Dispatch, Step};
+use glmw::gpu::Kernel;
+use glmw::model::{Config, Gating, Model};
+use glmw::reference::ops as cpu;
+use half::f16;
+
+/// kv_append per element vs f32 math: the cache is f16, so one f16 ulp
+/// (2^-10 relative, or 2^-24 absolute for subnormals) covers the rounding
+/// of either round-to-nearest or truncating f32→f16 conversion.
+const KV_F16_ULP: f32 = 1.0 / 1024.0;
+
+/// Combined attention output per head vs f64 softmax attention over the
+/// same f16 cache values: f32 scores, exp and accumulation only.
+const ATTN_TOL: f64 = 1e-5;
+
+/// Router expert weights, max abs difference: f32 logits (256..2048 terms)
+/// through sigmoid/softmax and the renormalisation.
+const ROUTER_W_TOL: f32 = 1e-5;
+
+/// The router's normalised h vs reference rms_norm (f32 vs f64 sum).
+const ROUTER_H_TOL: f64 = 1e-6;
+
+/// GLM-4.7-Flash's RMSNorm epsilon and rope base.
+const EPS: f32 = 1e-5;
+const ROPE_BASE: f32 = 1_000_000.0;
+
+/// f16 NaN in both halves of a cache word.
+const NAN_PAIR: u32 = 0x7E00_7E00;
+
+fn read_u32(b: &wgpu::Buffer, n: usize) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&common::gpu().read(b, 4 * n as u64).unwrap())
+}
+
+fn halves(words: &[u32]) -> Vec<f32> {
+    words
+        .iter()
+        .flat_map(|&w| {
+            [
+                f16::from_bits(w as u16).to_f32(),
+                f16::from_bits((w >> 16) as u16).to_f32(),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn kv_append_matches_reference() {
+    let gpu = common::gpu();
+    let mut worst = 0f32;
+    for (n_kv, n_rot) in [(512usize, 64usize), (64, 16)] {
+        let row = n_kv + n_rot;
+        let n_ctx = 7;
+        let g: Vec<f32> = common::randn(n_kv, 0.1, 5)
+            .iter()
+            .map(|v| 1.0 + v)
+            .collect();
+        let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+        let pb = gpu.uniform(
+            "p",
+            &ops::KvAppendParams {
+                n_kv: n_kv as u32,
+                n_rot: n_rot as u32,
+                eps: EPS,
+                _pad: 0,
+            },
+        );
+        for pipes in common::pipelines() {
+            let cache = gpu.storage(
+                "cache",
+                bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
+            );
+            let ckv_b = gpu.scratch("ckv", 4 * row as u64);
+            let step_b = gpu.uniform("step", &Step::new(0, &[]));
+            let bufs = [&pb, &step_b, &ckv_b, &gb, &cache];
+            let d = Dispatch::new(gpu, pipes, Kernel::KvAppend, &[], &bufs, [1, 1, 1]).unwrap();
+            let mut want = vec![None; n_ctx];
+            // Out of order, with a gap: only row `pos` may be written.
+            for pos in [3usize, 0, 5, 1] {
+                // Odd positions small enough that eps matters (mean x² ≈ eps).
+                let std = if pos % 2 == 1 { 0.003 } else { 2.0 };
+                let ckv = common::randn(row, std, 10 * pos as u64 + n_kv as u64);
+                let cs = cpu::rope_cos_sin(pos, n_rot, ROPE_BASE, None);
+                gpu.queue
+                    .write_buffer(&ckv_b, 0, bytemuck::cast_slice(&ckv));
+                gpu.queue
+                    .write_buffer(&step_b, 0, bytemuck::bytes_of(&Step::new(pos, &cs)));
+                ops::run(gpu, std::slice::from_ref(&d)).unwrap();
+                let mut r = cpu::rms_norm(&ckv[..n_kv], &g, EPS);
+                let mut pe = ckv[n_kv..].to_vec();
+                cpu::rope_apply(&mut pe, &cs);
+                r.extend(pe);
+                want[pos] = Some(r);
+            }
+            let words = read_u32(&cache, n_ctx * row / 2);
+            for (pos, w) in want.iter().enumerate() {
+                let got = &words[pos * row / 2..(pos + 1) * row / 2];
+                let Some(w) = w else {
+                    assert!(
+                        got.iter().all(|&x| x == NAN_PAIR),
+                        "{:?}: row {pos} was written",
+                        pipes.variant
+                    );
+                    continue;
+                };
+                for (i, (a, b)) in halves(got).into_iter().zip(w).enumerate() {
+                    let err = (a - b).abs();
+                    let bound = b.abs() * KV_F16_ULP + 2f32.powi(-24);
+                    assert!(
+                        err <= bound,
+                        "{:?} n_kv {n_kv}: row {pos} element {i}: {a} vs {b}",
+                        pipes.variant
+                    );
+                    worst = worst.max(err / bound);
+                }
+            }
+        }
+    }
+    eprintln!("kv_append: worst error {worst:.2} f16 ulp (tolerance 1)");
+}
+
+/// One layer's MLA attention shape.
+struct Mla {
+    n_kv: usize,
+    n_rot: usize,
+    n_nope: usize,
+    n_head: usize,
+}
+
+#[test]
+fn attention_and_combine_match_f64_softmax() {
+    let gpu = common::gpu();
+    // (shape, [(n_pos, n_split, q std)]): GLM-4.7-Flash and the tiny model;
+    // n_pos = 1, splits that do not divide n_pos (some left empty), several
+    // 32-position tiles per split, and a peaked softmax.
+    let glm = Mla {
+        n_kv: 512,
+        n_rot: 64,
+        n_nope: 192,
+        n_head: 20,
+    };
+    let tiny = Mla {
+        n_kv: 64,
+        n_rot: 16,
+        n_nope: 32,
+        n_head: 4,
+    };
+    let cases = [
+        (
+            &glm,
+            vec![
+                (1usize, 1u32, 1.0f32),
+                (1, 4, 1.0),
+                (37, 1, 1.0),
+                (77, 4, 1.0),
+                (150, 2, 3.0),
+                (100, 16, 1.0),
+            ],
+        ),
+        (
+            &tiny,
+            vec![
+                (1, 1, 1.0),
+                (5, 4, 1.0),
+                (40, 3, 1.0),
+                (33, 2, 4.0),
+                (97, 16, 1.0),
+            ],
+        ),
+    ];
+    let mut worst = 0f64;
+    for (ci, (s, runs)) in cases.into_iter().enumerate() {
+        let (row, n_qk) = (s.n_kv + s.n_rot, s.n_nope + s.n_rot);
+        let n_ctx = runs.iter().map(|r| r.0).max().unwrap() + 3;
+        // The cache written directly: random f16 rows, then NaN past n_pos.
+        let vals: Vec<f16> = common::randn(n_ctx * row, 1.0, 50 + ci as u64)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let words: Vec<u32> = vals
+            .chunks(2)
+            .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
+            .collect();
+        let c: Vec<f32> = vals.iter().map(|v| v.to_f32()).collect();
+        for (ri, &(n_pos, n_split, q_std)) in runs.iter().enumerate() {
+            let seed = 100 * ci as u64 + 10 * ri as u64;
+            let q_abs = common::randn(s.n_head * s.n_kv, q_std, seed + 1);
+            let q = common::randn(s.n_head * n_qk, q_std, seed + 2);
+            let scale = 1.0 / (n_qk as f32).sqrt();
+            let cs = cpu::rope_cos_sin(n_pos - 1, s.n_rot, ROPE_BASE, None);
+            let mut cw = words.clone();
+            cw[n_pos * row / 2..].fill(NAN_PAIR);
+            let cache = gpu.storage("cache", bytemuck::cast_slice(&cw));
+            let step = gpu.uniform("step", &Step::new(n_pos - 1, &cs));
+            let qab = gpu.storage("q_abs", bytemuck::cast_slice(&q_abs));
+            let qb = gpu.storage("q", bytemuck::cast_slice(&q));
+            let ap = gpu.uniform(
+                "p",
+                &ops::AttentionParams {
+                    n_kv: s.n_kv as u32,
+                    n_rot: s.n_rot as u32,
+                    n_nope: s.n_nope as u32,
+                    n_split,
+                    scale,
+                    _pad: [0; 3],
+                },
+            );
+            let cp = gpu.uniform(
+                "p",
+                &ops::CombineParams {
+                    n_kv: s.n_kv as u32,
+                    n_split,
+                    _pad: [0; 2],
+                },
+            );
+            // f64 oracle: scores over [q_abs ‖ rope(q_pe)] · [c ‖ k_pe].
+            let mut want = Vec::new();
+            for h in 0..s.n_head {
+                let qa = &q_abs[h * s.n_kv..][..s.n_kv];
+                let qp = &q[h * n_qk + s.n_nope..][..s.n_rot];
+                let mut qpe = vec![0f64; s.n_rot];
+                for (i, &(co, si)) in cs.iter().enumerate() {
+                    let (a, b) = (qp[2 * i] as f64, qp[2 * i + 1] as f64);
+                    qpe[2 * i] = a * co as f64 - b * si as f64;
+                    qpe[2 * i + 1] = a * si as f64 + b * co as f64;
+                }
+                let sc: Vec<f64> = (0..n_pos)
+                    .map(|t| {
+                        let r = &c[t * row..][..row];
+                        let nope: f64 = qa.iter().zip(r).map(|(&x, &y)| x as f64 * y as f64).sum();
+                        let pe: f64 = qpe
+                            .iter()
+                            .zip(&r[s.n_kv..])
+                            .map(|(&x, &y)| x * y as f64)
+                            .sum();
+                        (nope + pe) * scale as f64
+                    })
+                    .collect();
+                let mx = sc.iter().cloned().fold(f64::MIN, f64::max);
+                let p: Vec<f64> = sc.iter().map(|v| (v - mx).exp()).collect();
+                let sum: f64 = p.iter().sum();
+                for j in 0..s.n_kv {
+                    want.push(
+                        ((0..n_pos)
+                            .map(|t| p[t] * c[t * row + j] as f64)
+                            .sum::<f64>()
+                            / sum) as f32,
+                    );
+                }
+            }
+            for pipes in common::pipelines() {
+                let nan = |n: usize| gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]));
+                let parts = s.n_head * n_split as usize;
+                let (o, ml, out) = (
+                    nan(parts * s.n_kv),
+                    nan(parts * 2),
+                    nan(s.n_head * s.n_kv + 2),
+                );
+                let k = Kernel::Attention;
+                let grid = [n_split, s.n_head as u32, 1];
+                let d1 = Dispatch::new(
+                    gpu,
+                    pipes,
+                    k,
+                    &[],
+                    &[&ap, &step, &qab, &qb, &cache, &o, &ml],
+                    grid,
+                );
+                let bufs = [&cp, &o, &ml, &out];
+                let d2 = Dispatch::new(
+                    gpu,
+                    pipes,
+                    Kernel::AttnCombine,
+                    &[],
+                    &bufs,
+                    [s.n_head as u32, 1, 1],
+                );
+                ops::run(gpu, &[d1.unwrap(), d2.unwrap()]).unwrap();
+                let got = gpu.read_f32(&out, s.n_head * s.n_kv + 2).unwrap();
+                assert!(
+                    got[s.n_head * s.n_kv..].iter().all(|v| v.is_nan()),
+                    "combine wrote past its heads"
+                );
+                for h in 0..s.n_head {
+                    let (a, b) = (&got[h * s.n_kv..][..s.n_kv], &want[h * s.n_kv..][..s.n_kv]);
+                    let e = cpu::rel_l2(a, b);
+                    worst = worst.max(e);
+                    assert!(
+                        e < ATTN_TOL,
+                        "{:?} n_kv {} n_pos {n_pos} n_split {n_split} head {h}: rel L2 {e:.3e}; {:?} vs {:?}",
+                        pipes.variant,
+                        s.n_kv,
+                        &a[..3],
+                        &b[..3]
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("attention + combine: worst rel L2 per head {worst:.2e} (tolerance {ATTN_TOL:.0e})");
+}
+
+#[test]
+fn router_matches_reference() {
+    let gpu = common::gpu();
+    let tiny = Model::open(common::tiny_model()).unwrap().config;
+    assert_eq!(
+        (tiny.n_expert, tiny.n_expert_used, tiny.gating),
+        (8, 4, Gating::Sigmoid)
+    );
+    let cfg = |n_embd, n_expert, n_used, gating, norm, scale| Config {
+        n_embd,
+        n_expert,
+        n_expert_used: n_used,
+        gating,
+        expert_weights_norm: norm,
+        expert_weights_scale: scale,
+        ..tiny.clone()
+    };
+    // (config, with bias, expert rows repeating every `dup` rows: exact ties)
+    let cases = [
+        (tiny.clone(), true, 0),
+        (cfg(2048, 64, 4, Gating::Sigmoid, true, 1.8), true, 0), // GLM-4.7-Flash
+        (cfg(2048, 64, 6, Gating::Softmax, false, 1.0), false, 0), // DeepSeek-V2-Lite
+        (
+            cfg(256, ops::ROUTER_MAX_EXPERT, 8, Gating::Sigmoid, true, 2.5),
+            true,
+            0,
+        ),
+        (cfg(256, 16, 6, Gating::Softmax, true, 1.0), false, 4),
+        (cfg(300, 12, 5, Gating::Sigmoid, true, 1.0), false, 3),
+    ];
+    let mut worst = (0f32, 0f64);
+    for (ci, (c, has_bias, dup)) in cases.iter().enumerate() {
+        let (n, ne) = (c.n_embd, c.n_expert);
+        let seed = 1000 * ci as u64;
+        // Every other case small enough that eps matters (mean x² ≈ eps).
+        let x_std = if ci % 2 == 1 { 0.003 } else { 1.0 };
+        let x = common::randn(n, x_std, seed + 1);
+        let g: Vec<f32> = common::randn(n, 0.1, seed + 2)
+            .iter()
+            .map(|v| 1.0 + v)
+            .collect();
+        let mut w = common::randn(ne * n, 0.05, seed + 3);
+        if *dup > 0 {
+            for e in *dup..ne {
+                w.copy_within((e % dup) * n..(e % dup + 1) * n, e * n);
+            }
+        }
+        let bias = if *has_bias {
+            common::randn(ne, 0.05, seed + 4)
+        } else {
+            vec![0.0; ne]
+        };
+        let h_want = cpu::rms_norm(&x, &g, c.rms_eps);
+        let logits: Vec<f32> = w.chunks(n).map(|r| cpu::dot(r, &h_want)).collect();
+        let (sel_want, w_want) =
+            glmw::reference::route(&logits, (*has_bias).then_some(&bias[..]), c);
+        let p = ops::RouterParams {
+            n_embd: n as u32,
+            n_expert: ne as u32,
+            n_used: c.n_expert_used as u32,
+            gating: (c.gating == Gating::Softmax) as u32,
+            norm_w: c.expert_weights_norm as u32,
+            scale: c.expert_weights_scale,
+            eps: c.rms_eps,
+            _pad: 0,
+        };
+        let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v));
+        let (pb, xb, gb, wb, bb) = (
+            gpu.uniform("p", &p),
+            store(&x),
+            store(&g),
+            store(&w),
+            store(&bias),
+        );
+        for pipes in common::pipelines() {
+            let k = c.n_expert_used;
+            let (hb, swb) = (store(&vec![f32::NAN; n + 1]), store(&vec![f32::NAN; k + 1]));
+            let sb = gpu.storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]));
+            let bufs = [&pb, &xb, &gb, &wb, &bb, &hb, &sb, &swb];
+            let d = Dispatch::new(gpu, pipes, Kernel::Router, &[], &bufs, [1, 1, 1]).unwrap();
+            ops::run(gpu, &[d]).unwrap();
+            let tag = format!(
+                "{:?} router case {ci} ({ne} experts, top {k}, {:?})",
+                pipes.variant, c.gating
+            );
+            let sel = read_u32(&sb, k + 1);
+            let sel: Vec<usize> = sel.iter().map(|&e| e as usize).collect();
+            assert_eq!(sel[..k], sel_want[..], "{tag}: selected experts");
+            assert_eq!(sel[k], 0xDEAD_BEEF, "{tag}: wrote past n_used");
+            let sw = gpu.read_f32(&swb, k + 1).unwrap();
+            assert!(sw[k].is_nan(), "{tag}: wrote past n_used");
+            let dw = sw[..k]
+                .iter()
+                .zip(&w_want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                dw < ROUTER_W_TOL,
+                "{tag}: weights {:?} vs {w_want:?}",
+                &sw[..k]
+            );
+            let h = gpu.read_f32(&hb, n + 1).unwrap();
+            let eh = cpu::rel_l2(&h[..n], &h_want);
+            assert!(
+                eh < ROUTER_H_TOL && h[n].is_nan(),
+                "{tag}: h rel L2 {eh:.3e}"
+            );
+            worst = (worst.0.max(dw), worst.1.max(eh));
+        }
+    }
+    eprintln!(
+        "router: worst weight error {:.2e} (tolerance {ROUTER_W_TOL:.0e}), h rel L2 {:.2e} (tolerance {ROUTER_H_TOL:.0e})",
+        worst.0, worst.1
+    );
+}
+
+/// Top `k` of (values, indices) by value descending, index ascending,
+/// padded as the kernel pads a short slice.
+fn top_k(v: &[f32], idx: &[u32], k: usize) -> Vec<(f32, u32)> {
+    let mut all: Vec<(f32, u32)> = v.iter().cloned().zip(idx.iter().cloned()).collect();
+    all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    all.resize(k.max(all.len()), (-3.0e38, u32::MAX));
+    all.truncate(k);
+    all
+}
+
+#[test]
+fn topk_two_passes_match_sort() {
+    let gpu = common::gpu();
+    // (n, workgroups of pass 1, k, tied values): the GLM vocabulary as the
+    // plan runs it (greedy and 40 candidates), then small vectors with many
+    // exact ties, uneven slices, and slices shorter than k.
+    let cases = [
+        (154_880usize, 128u32, 1usize, false),
+        (154_880, 128, 40, false),
+        (154_880, 128, 64, false),
+        (1000, 7, 20, true),
+        (100, 8, 20, true),
+        (37, 1, 37, true),
+    ];
+    for (ci, &(n, n_wg, k, ties)) in cases.iter().enumerate() {
+        let mut v = common::randn(n, 3.0, 7 + ci as u64);
+        if ties {
+            // + 0.0 turns -0.0 into 0.0, which the kernel's == treats as equal.
+            v.iter_mut().for_each(|x| *x = (*x * 0.7).round() + 0.0);
+        }
+        let p1 = glmw::gpu::plan::topk_params(n as u32, n_wg, k as u32, true);
+        let p2 = glmw::gpu::plan::topk_params(n as u32, n_wg, k as u32, false);
+        let len = p1.len as usize;
+        let ids: Vec<u32> = (0..n as u32).collect();
+        let want1: Vec<(f32, u32)> = (0..n_wg as usize)
+            .flat_map(|w| {
+                let r = (w * len).min(n)..((w + 1) * len).min(n);
+                top_k(&v[r.clone()], &ids[r], k)
+            })
+            .collect();
+        let want = top_k(&v, &ids, k);
+        let vb = gpu.storage("logits", bytemuck::cast_slice(&v));
+        let (pb1, pb2) = (gpu.uniform("p1", &p1), gpu.uniform("p2", &p2));
+        let unused = gpu.scratch("unused", 16);
+        for pipes in common::pipelines() {
+            let nc = n_wg as usize * k;
+            let c1v = gpu.storage("c1v", bytemuck::cast_slice(&vec![f32::NAN; nc + 1]));
+            let c1i = gpu.storage("c1i", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; nc + 1]));
+            let cv = gpu.storage("cv", bytemuck::cast_slice(&vec![f32::NAN; k + 1]));
+            let cidx = gpu.storage("ci", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]));
+            let d1 = Dispatch::new(
+                gpu,
+                pipes,
+                Kernel::TopK,
+                &[("FIRST", 1.0)],
+                &[&pb1, &vb, &unused, &c1v, &c1i],
+                [n_wg, 1, 1],
+            );
+            let d2 = Dispatch::new(
+                gpu,
+                pipes,
+                Kernel::TopK,
+                &[("FIRST", 0.0)],
+                &[&pb2, &c1v, &c1i, &cv, &cidx],
+                [1, 1, 1],
+            );
+            ops::run(gpu, &[d1.unwrap(), d2.unwrap()]).unwrap();
+            let tag = format!("{:?} topk n={n} n_wg={n_wg} k={k}", pipes.variant);
+            let got = |vb: &wgpu::Buffer, ib: &wgpu::Buffer, m: usize| -> Vec<(f32, u32)> {
+                let v = gpu.read_f32(vb, m + 1).unwrap();
+                let i = read_u32(ib, m + 1);
+                assert!(
+                    v[m].is_nan() && i[m] == 0xDEAD_BEEF,
+                    "{tag}: wrote past its candidates"
+                );
+                v[..m].iter().cloned().zip(i[..m].iter().cloned()).collect()
+            };
+            let bits = |c: &[(f32, u32)]| -> Vec<(u32, u32)> {
+                c.iter().map(|p| (p.0.to_bits(), p.1)).collect()
+            };
+            let g1 = got(&c1v, &c1i, nc);
+            assert_eq!(
+                bits(&g1),
+                bits(&want1),
+                "{tag}: pass 1 candidates {g1:?} vs {want1:?}"
+            );
+            let g2 = got(&cv, &cidx, k);
+            assert_eq!(bits(&g2), bits(&want), "{tag}: top-k {g2:?} vs {want:?}");
+        }
+    }
+}
