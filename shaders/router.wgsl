@@ -8,12 +8,16 @@
 // 3 w (array<f32>, n_expert × n_embd, F32 router), 4 bias (array<f32>,
 // n_expert; zeros when the model has none), 5 h (array<f32>, n_embd, out),
 // 6 sel (array<u32>, n_used, out), 7 sel_w (array<f32>, n_used, out).
-// Dispatch: one workgroup. SEG invocations per expert for the logits; the
-// selection (n_used · n_expert comparisons) runs on invocation 0.
+// Dispatch: one workgroup. SEG invocations per expert for the logits, then
+// invocation i owns experts i, i + WG for the selection (a workgroup argmax
+// per chosen expert). The logits' shared slots are reused for the chosen
+// probabilities once every invocation holds its own in registers.
 
 const WG: u32 = 256u;
 const SEG: u32 = 32u;
 const MAX_EXPERT: u32 = 512u;
+// experts per invocation
+const EPT: u32 = MAX_EXPERT / WG;
 
 struct Params {
     n_embd: u32,
@@ -64,54 +68,70 @@ fn main(ids: Ids) {
         }
     }
     workgroupBarrier();
-    if ids.lid != 0u {
-        return;
-    }
-    if p.gating == 0u {
+    // Probabilities, and each invocation's experts' scores in registers
+    // (expert lid + j·WG): one global read of the bias per expert.
+    var mx = -3.0e38;
+    if p.gating == 1u {
         for (var e = 0u; e < p.n_expert; e++) {
-            probs[e] = 1.0 / (1.0 + exp(-probs[e]));
-        }
-    } else {
-        var mx = probs[0];
-        for (var e = 1u; e < p.n_expert; e++) {
             mx = max(mx, probs[e]);
         }
-        var sum = 0.0;
-        for (var e = 0u; e < p.n_expert; e++) {
-            probs[e] = exp(probs[e] - mx);
-            sum += probs[e];
-        }
-        for (var e = 0u; e < p.n_expert; e++) {
-            probs[e] /= sum;
+    }
+    var pr: array<f32, EPT>;
+    var sc: array<f32, EPT>;
+    var local_sum = 0.0;
+    for (var j = 0u; j < EPT; j++) {
+        let e = ids.lid + j * WG;
+        if e < p.n_expert {
+            if p.gating == 0u {
+                pr[j] = 1.0 / (1.0 + exp(-probs[e]));
+            } else {
+                pr[j] = exp(probs[e] - mx);
+            }
+            local_sum += pr[j];
         }
     }
-    // Selection in order of (score desc, id asc): each round takes the best
-    // expert strictly after the previous one in that order.
-    var prev_s = 3.0e38;
-    var prev_e = 0u;
+    if p.gating == 1u {
+        let inv = 1.0 / wg_sum(local_sum, ids);
+        for (var j = 0u; j < EPT; j++) {
+            pr[j] *= inv;
+        }
+    }
+    for (var j = 0u; j < EPT; j++) {
+        let e = ids.lid + j * WG;
+        sc[j] = select(-3.0e38, pr[j] + bias[min(e, p.n_expert - 1u)], e < p.n_expert);
+    }
+    // n_used rounds of a workgroup argmax over (score desc, id asc); the
+    // winner's score is retired so the next round finds the next one.
     var total = 0.0;
     for (var k = 0u; k < p.n_used; k++) {
         var best_s = -3.0e38;
         var best_e = 0xFFFFFFFFu;
-        for (var e = 0u; e < p.n_expert; e++) {
-            let sc = probs[e] + bias[e];
-            let after = sc < prev_s || (sc == prev_s && e > prev_e && k > 0u);
-            if after && (sc > best_s || best_e == 0xFFFFFFFFu) {
-                best_s = sc;
+        for (var j = 0u; j < EPT; j++) {
+            let e = ids.lid + j * WG;
+            if e < p.n_expert && sc[j] > best_s {
+                best_s = sc[j];
                 best_e = e;
             }
         }
-        sel[k] = best_e;
-        sel_w[k] = probs[best_e];
-        total += probs[best_e];
-        prev_s = best_s;
-        prev_e = best_e;
+        let ms = wg_max(best_s, ids);
+        let me = wg_min_u32(select(0xFFFFFFFFu, best_e, best_s == ms), ids);
+        for (var j = 0u; j < EPT; j++) {
+            if ids.lid + j * WG == me {
+                sc[j] = -3.0e38;
+                sel[k] = me;
+                probs[k] = pr[j];
+            }
+        }
+        workgroupBarrier();
+        total += probs[k];
     }
-    var f = p.scale;
-    if p.norm_w == 1u {
-        f = p.scale / max(total, 6.103515625e-5);
-    }
-    for (var k = 0u; k < p.n_used; k++) {
-        sel_w[k] = sel_w[k] * f;
+    if ids.lid == 0u {
+        var f = p.scale;
+        if p.norm_w == 1u {
+            f = p.scale / max(total, 6.103515625e-5);
+        }
+        for (var k = 0u; k < p.n_used; k++) {
+            sel_w[k] = probs[k] * f;
+        }
     }
 }

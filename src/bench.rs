@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::ops::Dispatch;
+use crate::gpu::profile::Timer;
+use crate::gpu::{Gpu, Kernel, Pipelines};
 
 /// Order statistics of a set of samples (same unit as the samples).
 #[derive(Clone, Copy, Debug, Default)]
@@ -253,43 +255,75 @@ pub struct MicroRow {
     pub median_us: f64,
     pub bytes: u64,
     pub gb_s: f64,
-    /// gb_s over the measured copy bandwidth.
-    pub of_copy: f64,
+    /// gb_s over the measured read bandwidth.
+    pub of_read: f64,
 }
 
 #[derive(Clone, Debug)]
 pub struct MicroReport {
-    pub copy_gb_s: f64,
+    pub read_gb_s: f64,
     pub layer: usize,
     pub rows: Vec<MicroRow>,
 }
 
-/// Device copy bandwidth: (read + written bytes) / time for a large
-/// buffer-to-buffer copy, median of 5.
-pub fn copy_bandwidth(gpu: &Gpu) -> Result<f64> {
-    let size = (gpu.caps.max_buffer / 4).clamp(16 << 20, 1 << 30) & !255;
-    let make = |usage| {
-        gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("copy bench"),
-            size,
-            usage,
-            mapped_at_creation: false,
-        })
-    };
-    let src = make(wgpu::BufferUsages::COPY_SRC);
-    let dst = make(wgpu::BufferUsages::COPY_DST);
+/// Attainable read bandwidth in GB/s: `read_bandwidth.wgsl` over a large
+/// buffer (up to 1 GiB), median of 5 timed runs (GPU timestamps when the
+/// adapter has them, else wall clock around each submit).
+pub fn read_bandwidth(gpu: &Gpu) -> Result<f64> {
+    let size = gpu
+        .caps
+        .max_storage_binding
+        .min(gpu.caps.max_buffer)
+        .clamp(16 << 20, 1 << 30)
+        & !255;
+    let pipes = Pipelines::new(gpu, &gpu.caps)?;
+    let src = gpu.scratch("read_bandwidth.src", size);
+    let n_wg = 4096u32;
+    let out = gpu.scratch("read_bandwidth.out", 4 * n_wg as u64);
+    let params = gpu.uniform(
+        "read_bandwidth",
+        &ReadParams {
+            n_vec4: (size / 16) as u32,
+            _pad: [0; 3],
+        },
+    );
+    let d = Dispatch::new(
+        gpu,
+        &pipes,
+        Kernel::ReadBandwidth,
+        &[],
+        &[&params, &src, &out],
+        [n_wg, 1, 1],
+    )?;
+    let one = std::slice::from_ref(&d);
     let mut t = Vec::new();
-    for i in 0..6 {
-        let mut enc = gpu.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(&src, 0, &dst, 0, size);
-        let t0 = Instant::now();
-        gpu.queue.submit([enc.finish()]);
-        gpu.wait()?;
-        if i > 0 {
-            t.push(t0.elapsed().as_secs_f64());
+    match Timer::new(gpu) {
+        Some(timer) => {
+            timer.time(gpu, &[one])?;
+            t = timer
+                .time(gpu, &[one; 5])?
+                .iter()
+                .map(|ns| ns / 1e9)
+                .collect();
+        }
+        None => {
+            for i in 0..6 {
+                let t0 = Instant::now();
+                crate::gpu::ops::run(gpu, one)?;
+                if i > 0 {
+                    t.push(t0.elapsed().as_secs_f64());
+                }
+            }
         }
     }
-    Ok(2.0 * size as f64 / stats(&t).median / 1e9)
+    Ok(size as f64 / stats(&t).median / 1e9)
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ReadParams {
+    n_vec4: u32,
+    _pad: [u32; 3],
 }
 
 /// Each dispatch of block `layer` (default: the first MoE block) and of the
@@ -300,7 +334,7 @@ pub fn micro(
     count: usize,
     contexts: &[usize],
 ) -> Result<MicroReport> {
-    let copy_gb_s = copy_bandwidth(e.gpu)?;
+    let read_gb_s = read_bandwidth(e.gpu)?;
     let blocks = e.blocks().to_vec();
     let b = match layer {
         Some(l) => blocks.get(l).cloned(),
@@ -339,12 +373,12 @@ pub fn micro(
                 median_us: us,
                 bytes,
                 gb_s,
-                of_copy: gb_s / copy_gb_s,
+                of_read: gb_s / read_gb_s,
             });
         }
     }
     Ok(MicroReport {
-        copy_gb_s,
+        read_gb_s,
         layer: b.layer,
         rows,
     })

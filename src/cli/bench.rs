@@ -309,12 +309,12 @@ fn micro_tier(
 ) -> Result<Vec<(&'static str, Json)>> {
     let r = bench::micro(e, a.layer, a.count, &a.contexts)?;
     text.push(format!(
-        "copy bandwidth {:.0} GB/s (read + write); kernels of block {} and the head:",
-        r.copy_gb_s, r.layer
+        "read bandwidth {:.0} GB/s; kernels of block {} and the head:",
+        r.read_gb_s, r.layer
     ));
     text.push(format!(
         "  {:<28} {:<14} {:>9} {:>10} {:>8} {:>7}",
-        "op", "kernel", "us", "MB", "GB/s", "% copy"
+        "op", "kernel", "us", "MB", "GB/s", "% read"
     ));
     let mut rows = Vec::new();
     for m in &r.rows {
@@ -329,7 +329,7 @@ fn micro_tier(
             m.median_us,
             m.bytes as f64 / 1e6,
             m.gb_s,
-            100.0 * m.of_copy
+            100.0 * m.of_read
         ));
         rows.push(Json::obj(vec![
             ("op", Json::str(m.op.clone())),
@@ -341,11 +341,11 @@ fn micro_tier(
             ("median_us", Json::num(m.median_us)),
             ("bytes", Json::num(m.bytes as f64)),
             ("gb_s", Json::num(m.gb_s)),
-            ("of_copy", Json::num(m.of_copy)),
+            ("of_read", Json::num(m.of_read)),
         ]));
     }
     Ok(vec![
-        ("copy_gb_s", Json::num(r.copy_gb_s)),
+        ("read_gb_s", Json::num(r.read_gb_s)),
         ("layer", Json::num(r.layer as f64)),
         ("kernels", Json::Arr(rows)),
     ])

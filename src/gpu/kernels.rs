@@ -30,6 +30,7 @@ pub enum Kernel {
     AttnCombine,
     Router,
     TopK,
+    ReadBandwidth,
 }
 
 /// How a binding is declared in the shader.
@@ -54,6 +55,7 @@ impl Kernel {
             Kernel::AttnCombine => "attn_combine",
             Kernel::Router => "router",
             Kernel::TopK => "topk",
+            Kernel::ReadBandwidth => "read_bandwidth",
         }
     }
 
@@ -76,6 +78,7 @@ impl Kernel {
             Kernel::AttnCombine => &[U, R, R, W],
             Kernel::Router => &[U, R, R, R, R, W, W, W],
             Kernel::TopK => &[U, R, R, W, W],
+            Kernel::ReadBandwidth => &[U, R, W],
         }
     }
 }
@@ -93,6 +96,7 @@ fn file(name: &str) -> &'static str {
         "attn_combine.wgsl" => include_str!("../../shaders/attn_combine.wgsl"),
         "router.wgsl" => include_str!("../../shaders/router.wgsl"),
         "topk.wgsl" => include_str!("../../shaders/topk.wgsl"),
+        "read_bandwidth.wgsl" => include_str!("../../shaders/read_bandwidth.wgsl"),
         other => unreachable!("manifest names unknown shader {other}"),
     }
 }
@@ -141,6 +145,7 @@ impl Pipelines {
             Kernel::AttnCombine,
             Kernel::Router,
             Kernel::TopK,
+            Kernel::ReadBandwidth,
         ];
         for k in kernels {
             let entries: Vec<wgpu::BindGroupLayoutEntry> = k

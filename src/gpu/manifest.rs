@@ -64,6 +64,11 @@ pub const KERNELS: &[KernelDef] = &[
         overrides: &[],
     },
     KernelDef {
+        name: "read_bandwidth",
+        parts: &["read_bandwidth.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
         name: "topk",
         parts: &["topk.wgsl"],
         overrides: &[("FIRST", &[0.0, 1.0])],

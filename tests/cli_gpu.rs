@@ -1,0 +1,266 @@
+//! The GPU commands end to end on the tiny synthetic model (lavapipe in CI):
+//! `generate` (text, JSON, errors), `logits --backend gpu` against the CPU
+//! reference, and every `bench` tier briefly, checking the JSON fields.
+//! No timing is asserted.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn glmw(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glmw"))
+        .args(args)
+        .output()
+        .expect("run glmw")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = glmw(args);
+    assert!(
+        o.status.success(),
+        "glmw {args:?} failed: {}",
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+fn has_all(doc: &str, keys: &[&str]) {
+    for k in keys {
+        assert!(doc.contains(&format!("\"{k}\":")), "no {k:?} in {doc}");
+    }
+}
+
+#[test]
+fn generate_streams_and_reports() {
+    let m = common::tiny_model().to_str().unwrap();
+    let o = glmw(&["generate", "-m", m, "-p", "Hello", "-n", "8", "--seed", "1"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    for needle in [
+        "load ",
+        "prompt ",
+        "generated ",
+        "dispatches/token",
+        "kernels",
+        "seed 1",
+    ] {
+        assert!(err.contains(needle), "stats line lacks {needle:?}: {err}");
+    }
+    // Same seed, same tokens; greedy with --no-subgroups too.
+    let a = ok(&[
+        "generate", "-m", m, "-p", "Hi", "-n", "6", "--seed", "9", "--json",
+    ]);
+    let b = ok(&[
+        "generate", "-m", m, "-p", "Hi", "-n", "6", "--seed", "9", "--json",
+    ]);
+    let tokens = |s: &str| {
+        s.split("\"tokens\":")
+            .nth(1)
+            .unwrap()
+            .split(']')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(tokens(&a), tokens(&b));
+    has_all(
+        &a,
+        &[
+            "text",
+            "tokens",
+            "gen_tok_s",
+            "dispatches_per_token",
+            "adapter",
+            "kernels",
+        ],
+    );
+    let g1 = ok(&[
+        "generate", "-m", m, "-p", "Hi", "-n", "6", "--temp", "0", "--json",
+    ]);
+    let g2 = ok(&[
+        "generate",
+        "-m",
+        m,
+        "-p",
+        "Hi",
+        "-n",
+        "6",
+        "--temp",
+        "0",
+        "--json",
+        "--no-subgroups",
+    ]);
+    assert_eq!(
+        tokens(&g1),
+        tokens(&g2),
+        "greedy differs between kernel variants"
+    );
+    assert!(g2.contains("\"kernels\":\"shared-memory\""), "{g2}");
+}
+
+#[test]
+fn generate_rejects_bad_settings_and_stops_at_full_context() {
+    let m = common::tiny_model().to_str().unwrap();
+    for (args, needle) in [
+        (vec!["--temp", "-1"], "temperature"),
+        (vec!["--top-p", "0"], "top-p"),
+        (vec!["--top-k", "65"], "top-k"),
+        (vec!["--ctx", "2"], "--ctx"),
+        (vec!["--backend", "cpu"], "GPU"),
+    ] {
+        let mut a = vec!["generate", "-m", m, "-p", "Hello world"];
+        a.extend(args);
+        let o = glmw(&a);
+        assert!(!o.status.success(), "{a:?} should fail");
+        let e = text(&o.stderr);
+        assert!(e.contains(needle) && e.lines().count() <= 3, "{a:?}: {e}");
+    }
+    let o = glmw(&[
+        "generate", "-m", m, "-p", "Hi", "-n", "50", "--ctx", "10", "--temp", "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("context full"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn logits_gpu_agrees_with_cpu() {
+    let m = common::tiny_model().to_str().unwrap();
+    let dir = common::temp_dir("cli-gpu");
+    let read = |p: &std::path::Path| -> Vec<f32> {
+        bytemuck::pod_collect_to_vec(&std::fs::read(p).unwrap())
+    };
+    let cpu = dir.join("cpu.f32");
+    let gpu = dir.join("gpu.f32");
+    let toks = "1,2,3,100,200";
+    ok(&[
+        "logits",
+        "-m",
+        m,
+        "--tokens",
+        toks,
+        "--all",
+        "--out",
+        cpu.to_str().unwrap(),
+    ]);
+    ok(&[
+        "logits",
+        "-m",
+        m,
+        "--tokens",
+        toks,
+        "--all",
+        "--backend",
+        "gpu",
+        "--out",
+        gpu.to_str().unwrap(),
+    ]);
+    let e = glmw::reference::ops::rel_l2(&read(&gpu), &read(&cpu));
+    assert!(e < 1e-3, "GPU vs CPU logits rel L2 {e}");
+}
+
+#[test]
+fn bench_tiers_emit_their_fields() {
+    let m = common::tiny_model().to_str().unwrap();
+    let common_keys = [
+        "tier", "adapter", "backend", "driver", "kernels", "timing", "model", "config",
+    ];
+    let j = ok(&[
+        "bench",
+        "--tier",
+        "model",
+        "-m",
+        m,
+        "--prompt-len",
+        "8",
+        "--gen",
+        "4",
+        "--depth",
+        "32",
+        "--json",
+    ]);
+    has_all(&j, &common_keys);
+    has_all(
+        &j,
+        &[
+            "pp_tok_s",
+            "ttft_ms",
+            "decode",
+            "tok_s",
+            "dispatches_per_token",
+            "gpu_us_per_token",
+            "ops",
+            "share",
+        ],
+    );
+    assert!(j.contains("\"name\":\"tg4 @ d32\""), "{j}");
+    let j = ok(&[
+        "bench", "--tier", "block", "-m", m, "--count", "3", "--rounds", "2", "--json",
+    ]);
+    has_all(&j, &common_keys);
+    has_all(
+        &j,
+        &[
+            "block",
+            "median_us",
+            "p10_us",
+            "p90_us",
+            "iqr_us",
+            "mad_us",
+            "block_round_median_us",
+            "ffn",
+            "dense",
+        ],
+    );
+    let j = ok(&[
+        "bench",
+        "--tier",
+        "micro",
+        "-m",
+        m,
+        "--count",
+        "3",
+        "--contexts",
+        "8,40",
+        "--json",
+    ]);
+    has_all(&j, &common_keys);
+    has_all(
+        &j,
+        &[
+            "read_gb_s",
+            "kernels",
+            "median_us",
+            "bytes",
+            "gb_s",
+            "of_read",
+        ],
+    );
+    for op in [
+        "attn_q_a",
+        "attention",
+        "router",
+        "ffn_gate_up_exps",
+        "ffn_down_exps",
+        "output",
+        "topk1",
+    ] {
+        assert!(
+            j.contains(&format!("\"op\":\"{op}\"")),
+            "micro lacks {op}: {j}"
+        );
+    }
+    let o = glmw(&["bench", "--tier", "model"]);
+    assert!(
+        !o.status.success() && text(&o.stderr).contains("--preset"),
+        "{}",
+        text(&o.stderr)
+    );
+}
