@@ -8,12 +8,14 @@
 // Bindings: 0 params (uniform), 1 step (uniform: n_pos, rope table),
 // 2 q_abs (array<f32>, n_head × n_kv), 3 q (array<f32>, n_head ×
 // (n_nope + n_rot), the q_b output: q_pe is its tail, roped here),
-// 4 cache (array<u32>, f16 pairs, rows of (n_kv + n_rot) / 2 words),
+// 4 cache (array<vec4<u32>>, f16, rows of (n_kv + n_rot) / 2 words, a
+// multiple of 4),
 // 5 o (array<vec2<f32>>, n_head × n_split × n_kv / 2),
 // 6 ml (array<vec2<f32>>, n_head × n_split: (m, l)).
 // Dispatch: (n_split, n_head, 1). Invocation i owns latent pair i (n_kv <=
 // 2·WG); positions go TILE at a time, SEG = WG / TILE invocations per
-// position for the scores.
+// position for the scores, reading 16 bytes at a time. A split with no
+// positions (short contexts) writes l = 0 and leaves o alone.
 
 const WG: u32 = 256u;
 const TILE: u32 = 32u;
@@ -44,7 +46,7 @@ struct Step {
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> q_abs: array<f32>;
 @group(0) @binding(3) var<storage, read> q: array<f32>;
-@group(0) @binding(4) var<storage, read> cache: array<u32>;
+@group(0) @binding(4) var<storage, read> cache: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read_write> o: array<vec2<f32>>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
@@ -58,6 +60,16 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.y;
     let words = (p.n_kv + p.n_rot) / 2u;
     let kv_words = p.n_kv / 2u;
+    let len = (step.n_pos + p.n_split - 1u) / p.n_split;
+    let t0 = s * len;
+    let t1 = min(t0 + len, step.n_pos);
+    let slot = h * p.n_split + s;
+    if t0 >= t1 {
+        if ids.lid == 0u {
+            ml[slot] = vec2<f32>(NEG, 0.0);
+        }
+        return;
+    }
     for (var w = ids.lid; w < words; w += WG) {
         if w < kv_words {
             let b = h * p.n_kv + 2u * w;
@@ -73,9 +85,6 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     }
     workgroupBarrier();
 
-    let len = (step.n_pos + p.n_split - 1u) / p.n_split;
-    let t0 = s * len;
-    let t1 = min(t0 + len, step.n_pos);
     var m = NEG;
     var l = 0.0;
     var acc = vec2<f32>(0.0);
@@ -85,9 +94,11 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         let t = tb + ids.lid / SEG;
         var part = 0.0;
         if t < t1 {
-            let row = t * words;
-            for (var w = ids.lid % SEG; w < words; w += SEG) {
-                part += dot(unpack2x16float(cache[row + w]), qs[w]);
+            let row4 = t * words / 4u;
+            for (var w = ids.lid % SEG; w < words / 4u; w += SEG) {
+                let c = cache[row4 + w];
+                part += dot(unpack2x16float(c.x), qs[4u * w]) + dot(unpack2x16float(c.y), qs[4u * w + 1u])
+                    + dot(unpack2x16float(c.z), qs[4u * w + 2u]) + dot(unpack2x16float(c.w), qs[4u * w + 3u]);
             }
         }
         let score = seg_sum(part, ids, SEG) * p.scale;
@@ -113,14 +124,14 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
             let pr = probs[i];
             psum += pr;
             if own {
-                acc += pr * unpack2x16float(cache[(tb + i) * words + ids.lid]);
+                let wi = (tb + i) * words + ids.lid;
+                acc += pr * unpack2x16float(cache[wi / 4u][wi % 4u]);
             }
         }
         l = l * corr + psum;
         m = m_new;
         workgroupBarrier();
     }
-    let slot = h * p.n_split + s;
     if own {
         o[slot * kv_words + ids.lid] = acc;
     }

@@ -1,5 +1,6 @@
 // Merges the per-split partial results of attention.wgsl for each head:
-// out_h = Σ_s e^(m_s − M) · o_s / Σ_s e^(m_s − M) · l_s, M = max_s m_s.
+// out_h = Σ_s e^(m_s − M) · o_s / Σ_s e^(m_s − M) · l_s, M = max_s m_s,
+// over the splits that had positions (l_s > 0; the others left o_s unset).
 //
 // Bindings: 0 params (uniform), 1 o (array<vec2<f32>>, n_head × n_split ×
 // n_kv / 2), 2 ml (array<vec2<f32>>, (m, l) per head and split),
@@ -35,9 +36,11 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     var den = 0.0;
     for (var s = 0u; s < p.n_split; s++) {
         let slot = h * p.n_split + s;
-        let f = exp(ml[slot].x - mx);
-        num += f * o[slot * kv_words + ids.lid];
-        den += f * ml[slot].y;
+        if ml[slot].y > 0.0 {
+            let f = exp(ml[slot].x - mx);
+            num += f * o[slot * kv_words + ids.lid];
+            den += f * ml[slot].y;
+        }
     }
     out[h * kv_words + ids.lid] = num / den;
 }

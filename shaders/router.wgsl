@@ -1,20 +1,18 @@
-// MoE router for one token, all in one workgroup: h = RMSNorm(x) · g (also
-// written out for the experts), logits = W_gate · h, probabilities by the
-// gating function, top-k by probability + selection bias (the bias only
+// MoE router for one token, after the router matvec (matvec_f32 with the
+// ffn norm fused) has written the logits; one workgroup: h = RMSNorm(x) · g
+// written out for the experts, probabilities by the gating function, top-k by probability + selection bias (the bias only
 // picks; ties go to the lower id), the chosen probabilities renormalised
 // (floor 6.1035e-5, as llama.cpp) and scaled. Mirrors reference::route.
 //
 // Bindings: 0 params (uniform), 1 x (array<f32>, n_embd), 2 g (ffn_norm),
-// 3 w (array<f32>, n_expert × n_embd, F32 router), 4 bias (array<f32>,
+// 3 logits (array<f32>, n_expert), 4 bias (array<f32>,
 // n_expert; zeros when the model has none), 5 h (array<f32>, n_embd, out),
 // 6 sel (array<u32>, n_used, out), 7 sel_w (array<f32>, n_used, out).
-// Dispatch: one workgroup. SEG invocations per expert for the logits, then
-// invocation i owns experts i, i + WG for the selection (a workgroup argmax
+// Dispatch: one workgroup. Invocation i owns experts i, i + WG for the selection (a workgroup argmax
 // per chosen expert). The logits' shared slots are reused for the chosen
 // probabilities once every invocation holds its own in registers.
 
 const WG: u32 = 256u;
-const SEG: u32 = 32u;
 const MAX_EXPERT: u32 = 512u;
 // experts per invocation
 const EPT: u32 = MAX_EXPERT / WG;
@@ -35,7 +33,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> logits: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> h: array<f32>;
 @group(0) @binding(6) var<storage, read_write> sel: array<u32>;
@@ -53,19 +51,8 @@ fn main(ids: Ids) {
     for (var i = ids.lid; i < p.n_embd; i += WG) {
         h[i] = x[i] * rs * g[i];
     }
-    let lane = ids.lid % SEG;
-    for (var e0 = 0u; e0 < p.n_expert; e0 += WG / SEG) {
-        let e = e0 + ids.lid / SEG;
-        var part = 0.0;
-        if e < p.n_expert {
-            for (var i = lane; i < p.n_embd; i += SEG) {
-                part += w[e * p.n_embd + i] * (x[i] * rs * g[i]);
-            }
-        }
-        let logit = seg_sum(part, ids, SEG);
-        if lane == 0u && e < p.n_expert {
-            probs[e] = logit;
-        }
+    for (var e = ids.lid; e < p.n_expert; e += WG) {
+        probs[e] = logits[e];
     }
     workgroupBarrier();
     // Probabilities, and each invocation's experts' scores in registers

@@ -377,7 +377,7 @@ fn router_matches_reference() {
             gpu.uniform("p", &p),
             store(&x),
             store(&g),
-            store(&w),
+            store(&logits),
             store(&bias),
         );
         for pipes in common::pipelines() {

@@ -135,6 +135,7 @@ fn plain(fmt: Format, cols: usize, rows: usize) -> Case {
 
 fn ggml(fmt: Format) -> GgmlType {
     match fmt {
+        Format::F32 => GgmlType::F32,
         Format::Q4_0 => GgmlType::Q4_0,
         Format::Q8_0 => GgmlType::Q8_0,
         Format::Q5K => GgmlType::Q5_K,
@@ -157,7 +158,7 @@ fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
             let (s, q) = repack::repack_q8_0(&blocks).unwrap();
             vec![s, q]
         }
-        Format::Q5K => vec![blocks],
+        Format::F32 | Format::Q5K => vec![blocks],
         Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
     };
     let gpu = common::gpu();
@@ -365,6 +366,8 @@ fn matvec_every_format_plain() {
     // path of the subgroup prelude and larger TPRs its shared-memory path)
     // and row counts that leave a workgroup partly idle.
     let shapes = [
+        (F32, 2048, 64), // the MoE router
+        (F32, 96, 5),
         (Q4_0, 2048, 768),  // q_a
         (Q4_0, 5120, 2048), // attn_output
         (Q4_0, 96, 13),     // 3 units: TPR 4

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 /// Weight formats the matvec kernels read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
+    F32,
     Q4_0,
     Q8_0,
     Q5K,
@@ -46,6 +47,7 @@ impl Kernel {
     pub fn name(self) -> &'static str {
         match self {
             Kernel::RmsNorm => "rms_norm",
+            Kernel::Matvec(Format::F32) => "matvec_f32",
             Kernel::Matvec(Format::Q4_0) => "matvec_q4_0",
             Kernel::Matvec(Format::Q8_0) => "matvec_q8_0",
             Kernel::Matvec(Format::Q5K) => "matvec_q5_k",
@@ -72,7 +74,7 @@ impl Kernel {
         match self {
             Kernel::RmsNorm => &[U, R, R, W],
             Kernel::Matvec(Format::Q4_0 | Format::Q8_0) => &[U, R, R, W, R, R, R, R],
-            Kernel::Matvec(Format::Q5K | Format::Q6K) => &[U, R, R, W, R, R, R],
+            Kernel::Matvec(Format::F32 | Format::Q5K | Format::Q6K) => &[U, R, R, W, R, R, R],
             Kernel::KvAppend => &[U, U, R, R, W],
             Kernel::Attention => &[U, U, R, R, R, W, W],
             Kernel::AttnCombine => &[U, R, R, W],
@@ -87,6 +89,7 @@ fn file(name: &str) -> &'static str {
     match name {
         "rms_norm.wgsl" => include_str!("../../shaders/rms_norm.wgsl"),
         "matvec.wgsl" => include_str!("../../shaders/matvec.wgsl"),
+        "f32.wgsl" => include_str!("../../shaders/f32.wgsl"),
         "q4_0.wgsl" => include_str!("../../shaders/q4_0.wgsl"),
         "q8_0.wgsl" => include_str!("../../shaders/q8_0.wgsl"),
         "q5_k.wgsl" => include_str!("../../shaders/q5_k.wgsl"),
@@ -136,6 +139,7 @@ impl Pipelines {
         let mut layouts = HashMap::new();
         let kernels = [
             Kernel::RmsNorm,
+            Kernel::Matvec(Format::F32),
             Kernel::Matvec(Format::Q4_0),
             Kernel::Matvec(Format::Q8_0),
             Kernel::Matvec(Format::Q5K),

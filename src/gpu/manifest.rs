@@ -24,6 +24,11 @@ pub const KERNELS: &[KernelDef] = &[
         overrides: &[],
     },
     KernelDef {
+        name: "matvec_f32",
+        parts: &["matvec.wgsl", "f32.wgsl"],
+        overrides: MATVEC_OVERRIDES,
+    },
+    KernelDef {
         name: "matvec_q4_0",
         parts: &["matvec.wgsl", "q4_0.wgsl"],
         overrides: MATVEC_OVERRIDES,

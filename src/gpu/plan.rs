@@ -3,9 +3,10 @@
 //! write the step uniform and the embedding row, record `dispatches` into
 //! one compute pass, submit, read back the top-k candidates (a few bytes).
 //!
-//! Per MoE block (14 dispatches): q_a, kv_a (attn_norm fused into both),
+//! Per MoE block (15 dispatches): q_a, kv_a (attn_norm fused into both),
 //! q_b (q_a_norm fused), kv_append, k_b absorb, attention, combine, v_b,
-//! attn_output (+ residual), router (ffn_norm fused, writes the normed h),
+//! attn_output (+ residual), router logits (matvec, ffn_norm fused), router
+//! selection (writes the normed h too),
 //! experts gate+up, experts down (+ weighted combine + residual), shared
 //! gate+up, shared down (+ residual). The output head adds rms_norm, the
 //! head matvec and two top-k passes.
@@ -151,9 +152,11 @@ impl Builder<'_> {
     }
 }
 
-/// Attention splits: enough workgroups to fill a large GPU at long context.
+/// Attention splits: one per 64 positions of the full context, so a long
+/// context has thousands of workgroups to hide memory latency with (the
+/// splits a short position does not reach exit at once).
 pub fn attention_splits(n_ctx: usize) -> u32 {
-    (n_ctx / 128).clamp(1, 16) as u32
+    n_ctx.div_ceil(64).clamp(1, 256) as u32
 }
 
 /// Weight bytes the plan uploads (for the progress bar).
@@ -173,7 +176,11 @@ pub fn build(
     let c = &model.config;
     let w = &model.weights;
     let n_qk = c.n_embd_head_qk();
-    if c.n_lora_kv > 512 || c.n_embd_head_qk_rope > 128 || c.n_lora_kv % 64 != 0 {
+    if c.n_lora_kv > 512
+        || c.n_embd_head_qk_rope > 128
+        || c.n_lora_kv % 64 != 0
+        || c.kv_row() % 8 != 0
+    {
         return Err(Error::Unsupported(format!(
             "latent width {} / rope width {}: the attention kernel handles up to 512 / 128",
             c.n_lora_kv, c.n_embd_head_qk_rope
@@ -210,6 +217,7 @@ pub fn build(
     let v_heads = scratch("v_heads", c.n_head * c.n_embd_head_v);
     let h2 = scratch("ffn_h", c.n_embd);
     let sel = scratch("sel", c.n_expert_used.max(1));
+    let moe_logits = scratch("ffn_moe_logits", c.n_expert.max(1));
     let sel_w = scratch("sel_w", c.n_expert_used.max(1));
     let n_act = (c.n_ff)
         .max(c.n_expert_used * c.n_ff_exp)
@@ -405,7 +413,15 @@ pub fn build(
                 down_exps,
                 shared,
             } => {
-                let router = up.vector(gate_inp)?;
+                let router = up.matrix(gate_inp)?;
+                b.matvec(
+                    &router,
+                    Mv {
+                        norm: Some(&ffn_norm),
+                        ..Mv::plain(&x, &moe_logits)
+                    },
+                )?;
+                matrices.push(router);
                 let bias = match exp_probs_b {
                     Some(t) => Some(up.vector(t)?),
                     None => None,
@@ -417,7 +433,7 @@ pub fn build(
                         &router_params,
                         &x,
                         &ffn_norm,
-                        &router,
+                        &moe_logits,
                         bias.as_ref().unwrap_or(&zeros),
                         &h2,
                         &sel,
@@ -425,9 +441,7 @@ pub fn build(
                     ],
                     [1, 1, 1],
                 )?;
-                if let Some(d) = b.out.last_mut() {
-                    d.weight_bytes = router.size();
-                }
+
                 let gu = match gate_up_exps {
                     ExpertsGateUp::Separate { gate, up: u } => {
                         up.gate_up(&format!("blk.{il}.ffn_gate_up_exps"), gate, u)?

@@ -52,12 +52,13 @@ struct Rows<'a> {
 
 fn format_of(t: &TensorInfo) -> Result<Format> {
     match t.ggml_type {
+        GgmlType::F32 => Ok(Format::F32),
         GgmlType::Q4_0 => Ok(Format::Q4_0),
         GgmlType::Q8_0 => Ok(Format::Q8_0),
         GgmlType::Q5_K => Ok(Format::Q5K),
         GgmlType::Q6_K => Ok(Format::Q6K),
         other => Err(Error::Unsupported(format!(
-            "tensor {} is {}; the GPU engine reads Q4_0, Q8_0, Q5_K and Q6_K matrices",
+            "tensor {} is {}; the GPU engine reads F32, Q4_0, Q8_0, Q5_K and Q6_K matrices",
             t.name,
             other.name()
         ))),
@@ -75,7 +76,7 @@ fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
             let (s, q) = repack::repack_q8_0(raw)?;
             vec![s, q]
         }
-        Format::Q5K => vec![raw.to_vec()],
+        Format::F32 | Format::Q5K => vec![raw.to_vec()],
         Format::Q6K => vec![repack::pad_q6_k(raw)?],
     })
 }
