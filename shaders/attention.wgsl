@@ -1,6 +1,8 @@
 // MLA attention over the latent cache, absorbed form, split over the
 // sequence (flash-decoding). For head h and split s, positions
-// [s·len, min((s+1)·len, n_pos)) with len = ceil(n_pos / n_split):
+// [s·len, min((s+1)·len, n_pos)) with len = ceil(n_pos / n_split), n_split
+// from the step uniform (the host writes it per token; workgroups with
+// s >= n_split exit at once):
 //   score_t = (q_abs_h · c_t + rope(q_pe_h) · k_pe_t) · kq_scale
 //   m = max score, l = Σ exp(score − m), o = Σ exp(score − m) · c_t
 // written unnormalised for attn_combine.wgsl to merge.
@@ -10,9 +12,9 @@
 // (n_nope + n_rot), the q_b output: q_pe is its tail, roped here),
 // 4 cache (array<vec4<u32>>, f16, rows of (n_kv + n_rot) / 2 words, a
 // multiple of 4),
-// 5 o (array<vec2<f32>>, n_head × n_split × n_kv / 2),
-// 6 ml (array<vec2<f32>>, n_head × n_split: (m, l)).
-// Dispatch: (n_split, n_head, 1). Invocation i owns latent pair i (n_kv <=
+// 5 o (array<vec2<f32>>, n_head × split_stride × n_kv / 2),
+// 6 ml (array<vec2<f32>>, n_head × split_stride: (m, l)).
+// Dispatch: (split_stride, n_head, 1). Invocation i owns latent pair i (n_kv <=
 // 2·WG); positions go TILE at a time, SEG = WG / TILE invocations per
 // position for the scores, reading 16 bytes at a time. A split with no
 // positions (short contexts) writes l = 0 and leaves o alone.
@@ -27,8 +29,9 @@ struct Params {
     n_kv: u32,
     n_rot: u32,
     n_nope: u32,
-    n_split: u32,
     scale: f32,
+    // split slots per head in o and ml (the most splits there can be)
+    split_stride: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -37,8 +40,8 @@ struct Params {
 struct Step {
     pos: u32,
     n_pos: u32,
-    _pad0: u32,
-    _pad1: u32,
+    n_split: u32,
+    _pad: u32,
     rope: array<vec4<f32>, 64>,
 }
 
@@ -58,12 +61,15 @@ var<workgroup> probs: array<f32, TILE>;
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let s = wid.x;
     let h = wid.y;
+    if s >= step.n_split {
+        return;
+    }
     let words = (p.n_kv + p.n_rot) / 2u;
     let kv_words = p.n_kv / 2u;
-    let len = (step.n_pos + p.n_split - 1u) / p.n_split;
+    let len = (step.n_pos + step.n_split - 1u) / step.n_split;
     let t0 = s * len;
     let t1 = min(t0 + len, step.n_pos);
-    let slot = h * p.n_split + s;
+    let slot = h * p.split_stride + s;
     if t0 >= t1 {
         if ids.lid == 0u {
             ml[slot] = vec2<f32>(NEG, 0.0);

@@ -20,8 +20,8 @@ struct Params {
 struct Step {
     pos: u32,
     n_pos: u32,
-    _pad0: u32,
-    _pad1: u32,
+    n_split: u32,
+    _pad: u32,
     // (cos, sin) of rope pair i at this position, in .xy
     rope: array<vec4<f32>, 64>,
 }

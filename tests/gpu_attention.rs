@@ -197,7 +197,9 @@ fn attention_and_combine_match_f64_softmax() {
             let mut cw = words.clone();
             cw[n_pos * row / 2..].fill(NAN_PAIR);
             let cache = gpu.storage("cache", bytemuck::cast_slice(&cw));
-            let step = gpu.uniform("step", &Step::new(n_pos - 1, &cs));
+            let mut st = Step::new(n_pos - 1, &cs);
+            st.n_split = n_split;
+            let step = gpu.uniform("step", &st);
             let qab = gpu.storage("q_abs", bytemuck::cast_slice(&q_abs));
             let qb = gpu.storage("q", bytemuck::cast_slice(&q));
             let ap = gpu.uniform(
@@ -206,8 +208,8 @@ fn attention_and_combine_match_f64_softmax() {
                     n_kv: s.n_kv as u32,
                     n_rot: s.n_rot as u32,
                     n_nope: s.n_nope as u32,
-                    n_split,
                     scale,
+                    split_stride: n_split,
                     _pad: [0; 3],
                 },
             );
@@ -215,7 +217,7 @@ fn attention_and_combine_match_f64_softmax() {
                 "p",
                 &ops::CombineParams {
                     n_kv: s.n_kv as u32,
-                    n_split,
+                    split_stride: n_split,
                     _pad: [0; 2],
                 },
             );
@@ -272,7 +274,7 @@ fn attention_and_combine_match_f64_softmax() {
                     &[&ap, &step, &qab, &qb, &cache, &o, &ml],
                     grid,
                 );
-                let bufs = [&cp, &o, &ml, &out];
+                let bufs = [&cp, &step, &o, &ml, &out];
                 let d2 = Dispatch::new(
                     gpu,
                     pipes,

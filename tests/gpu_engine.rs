@@ -144,3 +144,22 @@ fn decoding_creates_no_gpu_objects_and_stops_at_full_context() {
         e.dispatches_per_token()
     );
 }
+
+#[test]
+fn long_context_uses_attention_splits_and_matches_reference() {
+    // Past 64 positions attention splits over several workgroups per head
+    // (ops::attention_splits); 150 tokens reach 3 splits.
+    assert_eq!(glmw::gpu::ops::attention_splits(150), 3);
+    let m = model();
+    let mut e = engine(Variant::Subgroup, 160, None);
+    let mut r = Reference::new(m, 160, MlaForm::Absorbed);
+    for i in 0..150u32 {
+        let t = (i * 37 + 5) % 470;
+        let want = r.forward(t).unwrap();
+        let got = e.logits(t).unwrap();
+        if i % 50 == 49 {
+            let err = rel_l2(&got, &want);
+            assert!(err < LOGITS_TOL, "position {i}: logits rel L2 {err:.3e}");
+        }
+    }
+}

@@ -87,9 +87,7 @@ impl<'a> Engine<'a> {
             c.yarn.as_ref(),
         );
         let step = crate::gpu::ops::Step::new(self.pos.min(self.n_ctx - 1), &cs);
-        self.gpu
-            .queue
-            .write_buffer(&self.plan.io.step, 0, bytemuck::bytes_of(&step));
+        self.plan.io.write_step(&self.gpu.queue, &step);
         let seg = &self.plan.dispatches[range];
         match &self.timer {
             Some(t) => {

@@ -77,7 +77,7 @@ impl Kernel {
             Kernel::Matvec(Format::F32 | Format::Q5K | Format::Q6K) => &[U, R, R, W, R, R, R],
             Kernel::KvAppend => &[U, U, R, R, W],
             Kernel::Attention => &[U, U, R, R, R, W, W],
-            Kernel::AttnCombine => &[U, R, R, W],
+            Kernel::AttnCombine => &[U, U, R, R, W],
             Kernel::Router => &[U, R, R, R, R, W, W, W],
             Kernel::TopK => &[U, R, R, W, W],
             Kernel::ReadBandwidth => &[U, R, W],

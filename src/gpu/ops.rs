@@ -210,7 +210,9 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
 pub struct Step {
     pub pos: u32,
     pub n_pos: u32,
-    pub _pad: [u32; 2],
+    /// Attention splits for this position (`attention_splits`).
+    pub n_split: u32,
+    pub _pad: u32,
     /// (cos, sin, 0, 0) of each rope pair at `pos`.
     pub rope: [[f32; 4]; 64],
 }
@@ -225,10 +227,22 @@ impl Step {
         Step {
             pos: pos as u32,
             n_pos: pos as u32 + 1,
-            _pad: [0; 2],
+            n_split: attention_splits(pos + 1),
+            _pad: 0,
             rope,
         }
     }
+}
+
+/// Most attention splits per head (the partial buffers are sized for it).
+pub const MAX_SPLITS: u32 = 64;
+
+/// Splits of `n_pos` positions: chunks of at least 64 positions, at most
+/// MAX_SPLITS of them, so short contexts launch few workgroups and long
+/// ones enough to fill the GPU while the combine stays short.
+pub fn attention_splits(n_pos: usize) -> u32 {
+    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(64);
+    n_pos.div_ceil(chunk).max(1) as u32
 }
 
 #[repr(C)]
@@ -246,8 +260,9 @@ pub struct AttentionParams {
     pub n_kv: u32,
     pub n_rot: u32,
     pub n_nope: u32,
-    pub n_split: u32,
     pub scale: f32,
+    /// Split slots per head in the partial buffers (MAX_SPLITS).
+    pub split_stride: u32,
     pub _pad: [u32; 3],
 }
 
@@ -255,7 +270,7 @@ pub struct AttentionParams {
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct CombineParams {
     pub n_kv: u32,
-    pub n_split: u32,
+    pub split_stride: u32,
     pub _pad: [u32; 2],
 }
 

@@ -41,6 +41,13 @@ pub struct BlockRange {
     pub ffn: std::ops::Range<usize>,
 }
 
+impl Io {
+    /// Upload a token's step uniform.
+    pub fn write_step(&self, q: &wgpu::Queue, step: &ops::Step) {
+        q.write_buffer(&self.step, 0, bytemuck::bytes_of(step));
+    }
+}
+
 pub struct Plan {
     pub dispatches: Vec<Dispatch>,
     pub blocks: Vec<BlockRange>,
@@ -152,13 +159,6 @@ impl Builder<'_> {
     }
 }
 
-/// Attention splits: one per 64 positions of the full context, so a long
-/// context has thousands of workgroups to hide memory latency with (the
-/// splits a short position does not reach exit at once).
-pub fn attention_splits(n_ctx: usize) -> u32 {
-    n_ctx.div_ceil(64).clamp(1, 256) as u32
-}
-
 /// Weight bytes the plan uploads (for the progress bar).
 pub fn weight_bytes(model: &Model) -> u64 {
     let embd = model.weights.token_embd.n_bytes;
@@ -205,7 +205,8 @@ pub fn build(
     let mut up = Uploader::new(gpu, &model.file, limit, weight_bytes(model), progress);
     let f32s = |n: usize| (4 * n) as u64;
     let scratch = |label: &str, n: usize| gpu.scratch(label, f32s(n));
-    let n_split = attention_splits(n_ctx);
+    let n_split = ops::MAX_SPLITS;
+
     let x = scratch("x", c.n_embd);
     let qa = scratch("q_a", c.n_lora_q.max(1));
     let q = scratch("q", c.n_head * n_qk);
@@ -252,8 +253,8 @@ pub fn build(
             n_kv: c.n_lora_kv as u32,
             n_rot: c.n_embd_head_qk_rope as u32,
             n_nope: c.n_embd_head_qk_nope as u32,
-            n_split,
             scale: c.kq_scale(),
+            split_stride: n_split,
             _pad: [0; 3],
         },
     );
@@ -261,7 +262,7 @@ pub fn build(
         "attn_combine",
         &ops::CombineParams {
             n_kv: c.n_lora_kv as u32,
-            n_split,
+            split_stride: n_split,
             _pad: [0; 2],
         },
     );
@@ -355,10 +356,11 @@ pub fn build(
             &[&attn_params, &step, &q_abs, &q, &cache, &o_part, &ml],
             [n_split, n_head, 1],
         )?;
+
         b.push(
             format!("blk.{il}.attn_combine"),
             Kernel::AttnCombine,
-            &[&comb_params, &o_part, &ml, &o_heads],
+            &[&comb_params, &step, &o_part, &ml, &o_heads],
             [n_head, 1, 1],
         )?;
         let v_b = up.matrix(&lw.v_b)?;
