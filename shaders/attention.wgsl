@@ -14,9 +14,11 @@
 // multiple of 4),
 // 5 o (array<vec2<f32>>, n_head × split_stride × n_kv / 2),
 // 6 ml (array<vec2<f32>>, n_head × split_stride: (m, l)).
-// Dispatch: (split_stride, n_head, 1). Invocation i owns latent pair i (n_kv <=
-// 2·WG); positions go TILE at a time, SEG = WG / TILE invocations per
-// position for the scores, reading 16 bytes at a time. A split with no
+// Dispatch: (split_stride, n_head, 1). Positions go TILE at a time: SEG =
+// WG / TILE invocations per position for the scores, then for the values
+// groups of n_kv / 8 invocations, each owning 8 latent dims (one 16-byte
+// load per position), take every n_groups-th position; the groups' sums are
+// added at the end. A split with no
 // positions (short contexts) writes l = 0 and leaves o alone.
 
 const WG: u32 = 256u;
@@ -56,6 +58,8 @@ struct Step {
 // The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache words.
 var<workgroup> qs: array<vec2<f32>, 320>;
 var<workgroup> probs: array<f32, TILE>;
+// Value partials of every invocation (two vec4 each), summed over groups.
+var<workgroup> partial: array<vec4<f32>, 2u * WG>;
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -93,8 +97,14 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
 
     var m = NEG;
     var l = 0.0;
-    var acc = vec2<f32>(0.0);
-    let own = ids.lid < kv_words;
+    // Values: invocation i owns latent words 4v .. 4v + 4 (8 dims, one
+    // 16-byte load) of every n_groups-th position of a tile, v = i % kv_vec4.
+    let kv_vec4 = kv_words / 4u;
+    let v = ids.lid % kv_vec4;
+    let group = ids.lid / kv_vec4;
+    let n_groups = WG / kv_vec4;
+    var acc_lo = vec4<f32>(0.0);
+    var acc_hi = vec4<f32>(0.0);
     for (var tb = t0; tb < t1; tb += TILE) {
         // scores of positions tb .. tb + TILE, SEG invocations each
         let t = tb + ids.lid / SEG;
@@ -124,22 +134,40 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         }
         workgroupBarrier();
         var psum = 0.0;
-        acc *= corr;
+        acc_lo *= corr;
+        acc_hi *= corr;
         let n = min(TILE, t1 - tb);
         for (var i = 0u; i < n; i++) {
-            let pr = probs[i];
-            psum += pr;
-            if own {
-                let wi = (tb + i) * words + ids.lid;
-                acc += pr * unpack2x16float(cache[wi / 4u][wi % 4u]);
+            psum += probs[i];
+        }
+        if group < n_groups {
+            for (var i = group; i < n; i += n_groups) {
+                let pr = probs[i];
+                let c = cache[(tb + i) * words / 4u + v];
+                acc_lo += pr * vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y));
+                acc_hi += pr * vec4<f32>(unpack2x16float(c.z), unpack2x16float(c.w));
             }
         }
         l = l * corr + psum;
         m = m_new;
         workgroupBarrier();
     }
-    if own {
-        o[slot * kv_words + ids.lid] = acc;
+    // Sum the groups' partial values (same m for all groups).
+    partial[2u * ids.lid] = acc_lo;
+    partial[2u * ids.lid + 1u] = acc_hi;
+    workgroupBarrier();
+    if group == 0u {
+        var lo = vec4<f32>(0.0);
+        var hi = vec4<f32>(0.0);
+        for (var gi = 0u; gi < n_groups; gi++) {
+            lo += partial[2u * (gi * kv_vec4 + v)];
+            hi += partial[2u * (gi * kv_vec4 + v) + 1u];
+        }
+        let base = slot * kv_words + 4u * v;
+        o[base] = lo.xy;
+        o[base + 1u] = lo.zw;
+        o[base + 2u] = hi.xy;
+        o[base + 3u] = hi.zw;
     }
     if ids.lid == 0u {
         ml[slot] = vec2<f32>(m, l);
