@@ -52,6 +52,10 @@ pub struct Engine<'a> {
     logits_readback: wgpu::Buffer,
     bytes: Vec<u8>,
     timer: Option<crate::gpu::profile::Timer>,
+    /// The next token's command buffer, recorded while the GPU runs the
+    /// current one (it does not depend on the token: the embedding and the
+    /// step uniform are written just before submitting).
+    prepared: Option<wgpu::CommandBuffer>,
 }
 
 impl<'a> Engine<'a> {
@@ -108,6 +112,7 @@ impl<'a> Engine<'a> {
             logits_readback,
             bytes: vec![0; 8 * MAX_CANDIDATES],
             timer: crate::gpu::profile::Timer::new(gpu),
+            prepared: None,
         };
         e.set_candidates(opts.candidates)?;
         Ok(e)
@@ -128,6 +133,7 @@ impl<'a> Engine<'a> {
                 self.gpu.queue.write_buffer(buf, 0, bytemuck::bytes_of(&p));
             }
             self.k = k;
+            self.prepared = None;
         }
         Ok(())
     }
@@ -229,11 +235,10 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    fn run(&mut self, token: u32, want_logits: bool) -> Result<()> {
-        self.prepare(token)?;
-        let c = &self.model.config;
+    /// The whole plan, the candidate copies and optionally the logits copy
+    /// as one command buffer.
+    fn record(&self, want_logits: bool) -> wgpu::CommandBuffer {
         let io = &self.plan.io;
-        let q = &self.gpu.queue;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
@@ -245,11 +250,25 @@ impl<'a> Engine<'a> {
         enc.copy_buffer_to_buffer(&io.cand_v, 0, &self.readback, 0, k);
         enc.copy_buffer_to_buffer(&io.cand_i, 0, &self.readback, k, k);
         if want_logits {
-            let n = 4 * c.n_vocab as u64;
+            let n = 4 * self.model.config.n_vocab as u64;
             enc.copy_buffer_to_buffer(&io.logits, 0, &self.logits_readback, 0, n);
         }
-        q.submit([enc.finish()]);
+        enc.finish()
+    }
+
+    fn run(&mut self, token: u32, want_logits: bool) -> Result<()> {
+        self.prepare(token)?;
+        let cmd = match self.prepared.take() {
+            Some(c) if !want_logits => c,
+            _ => self.record(want_logits),
+        };
+        self.gpu.queue.submit([cmd]);
         self.pos += 1;
+        // Decoding goes on token by token: record the next one now, while
+        // the GPU is busy, instead of after the readback.
+        if !want_logits {
+            self.prepared = Some(self.record(false));
+        }
         Ok(())
     }
 }
