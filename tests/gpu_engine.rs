@@ -47,10 +47,12 @@ fn logits_match_reference_after_prompt_and_16_steps() {
             let got = e.logits(t).unwrap();
             let err = rel_l2(&got, &want);
             worst = worst.max(err);
-            assert!(
-                err < LOGITS_TOL,
-                "{v:?}: position {i} token {t}: logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e})"
-            );
+            if err >= LOGITS_TOL {
+                panic!(
+                    "{v:?}: position {i} token {t}: logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e}); {}",
+                    first_divergence(v, &tokens[..=i])
+                );
+            }
             if i + 1 >= tokens.len() {
                 tokens.push(argmax(&want));
             }
@@ -160,6 +162,65 @@ fn long_context_uses_attention_splits_and_matches_reference() {
         if i % 50 == 49 {
             let err = rel_l2(&got, &want);
             assert!(err < LOGITS_TOL, "position {i}: logits rel L2 {err:.3e}");
+        }
+    }
+}
+
+/// Replay `tokens` on a fresh engine and reference, tracing the last one,
+/// and name the first intermediate whose rel L2 passes the tolerance.
+fn first_divergence(v: Variant, tokens: &[u32]) -> String {
+    let (gpu, cpu) = traces(v, tokens);
+    for (name, g) in &gpu {
+        if let Some(c) = cpu.get(name) {
+            let e = rel_l2(g, c);
+            if e >= LOGITS_TOL {
+                return format!("first intermediate over tolerance: {name} (rel L2 {e:.3e})");
+            }
+        }
+    }
+    "no traced intermediate is over tolerance".into()
+}
+
+/// GPU and reference traces of the last of `tokens`.
+fn traces(v: Variant, tokens: &[u32]) -> (Vec<(String, Vec<f32>)>, glmw::reference::Trace) {
+    let mut e = engine(v, 64, None);
+    let mut r = Reference::new(model(), 64, MlaForm::Absorbed);
+    let (last, head) = tokens.split_last().unwrap();
+    for &t in head {
+        e.step(t).unwrap();
+        r.forward(t).unwrap();
+    }
+    r.set_tracing(true);
+    let logits = r.forward(*last).unwrap();
+    let mut trace = r.trace().unwrap().clone();
+    trace.entries.push(("result_output".into(), logits));
+    (e.trace_token(*last).unwrap(), trace)
+}
+
+#[test]
+fn every_traced_intermediate_matches_reference_by_name() {
+    for v in VARIANTS {
+        let (gpu, cpu) = traces(v, &[9, 8, 7, 300, 42]);
+        let mut names = Vec::new();
+        for (name, g) in &gpu {
+            let c = cpu
+                .get(name)
+                .unwrap_or_else(|| panic!("the reference trace has no {name}"));
+            let e = rel_l2(g, c);
+            assert!(e < LOGITS_TOL, "{v:?}: {name}: rel L2 {e:.3e}");
+            names.push(name.as_str());
+        }
+        for must in [
+            "q-0",
+            "q_nope_absorbed-1",
+            "kqv_out-2",
+            "ffn_inp-2",
+            "ffn_moe_logits-1",
+            "ffn_norm-2",
+            "l_out-2",
+            "result_output",
+        ] {
+            assert!(names.contains(&must), "trace lacks {must}: {names:?}");
         }
     }
 }

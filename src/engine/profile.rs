@@ -107,6 +107,43 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Run `token` block by block, reading the intermediates the plan can
+    /// show after each half (`plan::Io::traced`), named as the reference's
+    /// trace names them (`ffn_inp-3`, `l_out-3`, …), then the logits as
+    /// `result_output`. For finding the first op that diverges.
+    pub fn trace_token(&mut self, token: u32) -> Result<Vec<(String, Vec<f32>)>> {
+        use crate::gpu::plan::After;
+        self.prepare(token)?;
+        let mut out = Vec::new();
+        let blocks = self.plan.blocks.clone();
+        let read = |e: &Self, when: After, il: usize, out: &mut Vec<(String, Vec<f32>)>| {
+            for (name, w, buf, n) in &e.plan.io.traced {
+                if *w == when {
+                    out.push((format!("{name}-{il}"), e.gpu.read_f32(buf, *n)?));
+                }
+            }
+            Ok::<_, Error>(())
+        };
+        for b in &blocks {
+            crate::gpu::ops::run(self.gpu, &self.plan.dispatches[b.attn.clone()])?;
+            read(self, After::Attn, b.layer, &mut out)?;
+            crate::gpu::ops::run(self.gpu, &self.plan.dispatches[b.ffn.clone()])?;
+            if b.moe {
+                read(self, After::MoeFfn, b.layer, &mut out)?;
+            }
+            read(self, After::Ffn, b.layer, &mut out)?;
+        }
+        let head = blocks.last().map_or(0, |b| b.ffn.end)..self.plan.dispatches.len();
+        crate::gpu::ops::run(self.gpu, &self.plan.dispatches[head])?;
+        let n = self.model.config.n_vocab;
+        out.push((
+            "result_output".into(),
+            self.gpu.read_f32(&self.plan.io.logits, n)?,
+        ));
+        self.pos += 1;
+        Ok(out)
+    }
+
     /// Move to position `pos` without computing the tokens before it: the
     /// cache rows stay as they are (zeros on a fresh engine). For timing
     /// decode at a context depth only; the logits are meaningless after it.

@@ -30,6 +30,19 @@ pub struct Io {
     pub cand_i: wgpu::Buffer,
     pub topk_params: [wgpu::Buffer; 2],
     pub topk_wg: u32,
+    /// Intermediates a block leaves behind, under the reference trace's
+    /// names (`reference::Trace`), with their lengths: read after a block's
+    /// attention half (`After::Attn`) or feed-forward half (`After::Ffn`).
+    pub traced: Vec<(&'static str, After, wgpu::Buffer, usize)>,
+}
+
+/// Which half of a block has run when a traced buffer is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum After {
+    Attn,
+    Ffn,
+    /// Only in MoE blocks.
+    MoeFfn,
 }
 
 /// Where one block's dispatches sit in `Plan::dispatches`.
@@ -545,6 +558,30 @@ pub fn build(
         dispatches: b.out,
         blocks,
         io: Io {
+            traced: vec![
+                ("q", After::Attn, q.clone(), c.n_head * n_qk),
+                (
+                    "q_nope_absorbed",
+                    After::Attn,
+                    q_abs.clone(),
+                    c.n_head * c.n_lora_kv,
+                ),
+                (
+                    "kqv_out",
+                    After::Attn,
+                    v_heads.clone(),
+                    c.n_head * c.n_embd_head_v,
+                ),
+                ("ffn_inp", After::Attn, x.clone(), c.n_embd),
+                (
+                    "ffn_moe_logits",
+                    After::MoeFfn,
+                    moe_logits.clone(),
+                    c.n_expert,
+                ),
+                ("ffn_norm", After::MoeFfn, h2.clone(), c.n_embd),
+                ("l_out", After::Ffn, x.clone(), c.n_embd),
+            ],
             x,
             step,
             logits,
