@@ -1,7 +1,5 @@
 // MLA attention over the latent cache, absorbed form, split over the
-// sequence (flash-decoding), HEADS query heads per workgroup so each cache
-// row is read once for all of them (MLA shares one latent K/V between
-// heads). For head h and split s, positions
+// sequence (flash-decoding). For head h and split s, positions
 // [s·len, min((s+1)·len, n_pos)) with len = ceil(n_pos / n_split), n_split
 // from the step uniform (the host writes it per token; workgroups with
 // s >= n_split exit at once):
@@ -16,12 +14,11 @@
 // multiple of 4),
 // 5 o (array<vec2<f32>>, n_head × split_stride × n_kv / 2),
 // 6 ml (array<vec2<f32>>, n_head × split_stride: (m, l)).
-// Dispatch: (split_stride, n_head / HEADS, 1). Positions go TILE at a time:
-// SEG = WG / TILE invocations per position compute the scores of all the
-// workgroup's heads from one read of the row; then, for the values, groups
-// of n_kv / 8 invocations, each owning 8 latent dims (one 16-byte load per
-// position, used for every head), take every n_groups-th position; the
-// groups' sums are added at the end, head by head. A split with no
+// Dispatch: (split_stride, n_head, 1). Positions go TILE at a time: SEG =
+// WG / TILE invocations per position for the scores, then for the values
+// groups of n_kv / 8 invocations, each owning 8 latent dims (one 16-byte
+// load per position), take every n_groups-th position; the groups' sums are
+// added at the end. A split with no
 // positions (short contexts) writes l = 0 and leaves o alone.
 
 const WG: u32 = 256u;
@@ -29,11 +26,6 @@ const TILE: u32 = 32u;
 const SEG: u32 = WG / TILE;
 // Finite "minus infinity": exp(NEG - m) underflows to 0 without NaNs.
 const NEG: f32 = -3.0e38;
-// Most heads per workgroup, and cache words per row (n_kv + n_rot <= 640).
-const GMAX: u32 = 5u;
-const QW: u32 = 320u;
-
-override HEADS: u32 = 1u;
 
 struct Params {
     n_kv: u32,
@@ -63,18 +55,16 @@ struct Step {
 @group(0) @binding(5) var<storage, read_write> o: array<vec2<f32>>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
-// The heads' full queries, [q_abs ‖ roped q_pe], as pairs matching cache
-// words: head g at qs[g·QW ..].
-var<workgroup> qs: array<vec2<f32>, GMAX * QW>;
-// Scores, then probabilities, of the tile: head g at probs[g·TILE ..].
-var<workgroup> probs: array<f32, GMAX * TILE>;
-// Value partials of every invocation for one head, summed over groups.
+// The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache words.
+var<workgroup> qs: array<vec2<f32>, 320>;
+var<workgroup> probs: array<f32, TILE>;
+// Value partials of every invocation (two vec4 each), summed over groups.
 var<workgroup> partial: array<vec4<f32>, 2u * WG>;
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let s = wid.x;
-    let h0 = wid.y * HEADS;
+    let h = wid.y;
     if s >= step.n_split {
         return;
     }
@@ -83,136 +73,103 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let len = (step.n_pos + step.n_split - 1u) / step.n_split;
     let t0 = s * len;
     let t1 = min(t0 + len, step.n_pos);
+    let slot = h * p.split_stride + s;
     if t0 >= t1 {
-        if ids.lid < HEADS {
-            ml[(h0 + ids.lid) * p.split_stride + s] = vec2<f32>(NEG, 0.0);
+        if ids.lid == 0u {
+            ml[slot] = vec2<f32>(NEG, 0.0);
         }
         return;
     }
-    for (var i = ids.lid; i < HEADS * words; i += WG) {
-        let g = i / words;
-        let w = i % words;
-        let h = h0 + g;
+    for (var w = ids.lid; w < words; w += WG) {
         if w < kv_words {
             let b = h * p.n_kv + 2u * w;
-            qs[g * QW + w] = vec2<f32>(q_abs[b], q_abs[b + 1u]);
+            qs[w] = vec2<f32>(q_abs[b], q_abs[b + 1u]);
         } else {
-            let r = w - kv_words;
-            let b = h * (p.n_nope + p.n_rot) + p.n_nope + 2u * r;
+            let i = w - kv_words;
+            let b = h * (p.n_nope + p.n_rot) + p.n_nope + 2u * i;
             let a = q[b];
             let c = q[b + 1u];
-            let cs = step.rope[r].xy;
-            qs[g * QW + w] = vec2<f32>(a * cs.x - c * cs.y, a * cs.y + c * cs.x);
+            let cs = step.rope[i].xy;
+            qs[w] = vec2<f32>(a * cs.x - c * cs.y, a * cs.y + c * cs.x);
         }
     }
     workgroupBarrier();
 
-    var m: array<f32, GMAX>;
-    var l: array<f32, GMAX>;
-    var acc_lo: array<vec4<f32>, GMAX>;
-    var acc_hi: array<vec4<f32>, GMAX>;
-    for (var g = 0u; g < HEADS; g++) {
-        m[g] = NEG;
-        l[g] = 0.0;
-        acc_lo[g] = vec4<f32>(0.0);
-        acc_hi[g] = vec4<f32>(0.0);
-    }
-    // Values: invocation i owns latent words 4v .. 4v + 4 (8 dims).
+    var m = NEG;
+    var l = 0.0;
+    // Values: invocation i owns latent words 4v .. 4v + 4 (8 dims, one
+    // 16-byte load) of every n_groups-th position of a tile, v = i % kv_vec4.
     let kv_vec4 = kv_words / 4u;
     let v = ids.lid % kv_vec4;
     let group = ids.lid / kv_vec4;
     let n_groups = WG / kv_vec4;
-    let lane = ids.lid % SEG;
+    var acc_lo = vec4<f32>(0.0);
+    var acc_hi = vec4<f32>(0.0);
     for (var tb = t0; tb < t1; tb += TILE) {
-        // scores of positions tb .. tb + TILE for every head
+        // scores of positions tb .. tb + TILE, SEG invocations each
         let t = tb + ids.lid / SEG;
-        var part: array<f32, GMAX>;
-        for (var g = 0u; g < HEADS; g++) {
-            part[g] = 0.0;
-        }
+        var part = 0.0;
         if t < t1 {
             let row4 = t * words / 4u;
-            for (var w = lane; w < words / 4u; w += SEG) {
+            for (var w = ids.lid % SEG; w < words / 4u; w += SEG) {
                 let c = cache[row4 + w];
-                let c0 = unpack2x16float(c.x);
-                let c1 = unpack2x16float(c.y);
-                let c2 = unpack2x16float(c.z);
-                let c3 = unpack2x16float(c.w);
-                for (var g = 0u; g < HEADS; g++) {
-                    let qb = g * QW + 4u * w;
-                    part[g] += dot(c0, qs[qb]) + dot(c1, qs[qb + 1u]) + dot(c2, qs[qb + 2u])
-                        + dot(c3, qs[qb + 3u]);
-                }
+                part += dot(unpack2x16float(c.x), qs[4u * w]) + dot(unpack2x16float(c.y), qs[4u * w + 1u])
+                    + dot(unpack2x16float(c.z), qs[4u * w + 2u]) + dot(unpack2x16float(c.w), qs[4u * w + 3u]);
             }
         }
-        for (var g = 0u; g < HEADS; g++) {
-            let score = seg_sum(part[g], ids, SEG) * p.scale;
-            if lane == 0u {
-                probs[g * TILE + ids.lid / SEG] = select(NEG, score, t < t1);
-            }
+        let score = seg_sum(part, ids, SEG) * p.scale;
+        if ids.lid % SEG == 0u {
+            probs[ids.lid / SEG] = select(NEG, score, t < t1);
         }
         workgroupBarrier();
-        var m_new: array<f32, GMAX>;
-        var corr: array<f32, GMAX>;
-        for (var g = 0u; g < HEADS; g++) {
-            var tile_max = NEG;
-            for (var i = 0u; i < TILE; i++) {
-                tile_max = max(tile_max, probs[g * TILE + i]);
-            }
-            m_new[g] = max(m[g], tile_max);
-            corr[g] = exp(m[g] - m_new[g]);
+        var tile_max = NEG;
+        for (var i = 0u; i < TILE; i++) {
+            tile_max = max(tile_max, probs[i]);
+        }
+        let m_new = max(m, tile_max);
+        let corr = exp(m - m_new);
+        workgroupBarrier();
+        if ids.lid < TILE {
+            probs[ids.lid] = exp(probs[ids.lid] - m_new);
         }
         workgroupBarrier();
-        if ids.lid < HEADS * TILE {
-            probs[ids.lid] = exp(probs[ids.lid] - m_new[ids.lid / TILE]);
-        }
-        workgroupBarrier();
+        var psum = 0.0;
+        acc_lo *= corr;
+        acc_hi *= corr;
         let n = min(TILE, t1 - tb);
-        for (var g = 0u; g < HEADS; g++) {
-            var psum = 0.0;
-            for (var i = 0u; i < n; i++) {
-                psum += probs[g * TILE + i];
-            }
-            l[g] = l[g] * corr[g] + psum;
-            m[g] = m_new[g];
-            acc_lo[g] *= corr[g];
-            acc_hi[g] *= corr[g];
+        for (var i = 0u; i < n; i++) {
+            psum += probs[i];
         }
         if group < n_groups {
             for (var i = group; i < n; i += n_groups) {
+                let pr = probs[i];
                 let c = cache[(tb + i) * words / 4u + v];
-                let lo = vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y));
-                let hi = vec4<f32>(unpack2x16float(c.z), unpack2x16float(c.w));
-                for (var g = 0u; g < HEADS; g++) {
-                    let pr = probs[g * TILE + i];
-                    acc_lo[g] += pr * lo;
-                    acc_hi[g] += pr * hi;
-                }
+                acc_lo += pr * vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y));
+                acc_hi += pr * vec4<f32>(unpack2x16float(c.z), unpack2x16float(c.w));
             }
         }
+        l = l * corr + psum;
+        m = m_new;
         workgroupBarrier();
     }
-    // Sum the groups' partial values, one head at a time (same m per group).
-    for (var g = 0u; g < HEADS; g++) {
-        partial[2u * ids.lid] = acc_lo[g];
-        partial[2u * ids.lid + 1u] = acc_hi[g];
-        workgroupBarrier();
-        if group == 0u {
-            var lo = vec4<f32>(0.0);
-            var hi = vec4<f32>(0.0);
-            for (var gi = 0u; gi < n_groups; gi++) {
-                lo += partial[2u * (gi * kv_vec4 + v)];
-                hi += partial[2u * (gi * kv_vec4 + v) + 1u];
-            }
-            let base = ((h0 + g) * p.split_stride + s) * kv_words + 4u * v;
-            o[base] = lo.xy;
-            o[base + 1u] = lo.zw;
-            o[base + 2u] = hi.xy;
-            o[base + 3u] = hi.zw;
+    // Sum the groups' partial values (same m for all groups).
+    partial[2u * ids.lid] = acc_lo;
+    partial[2u * ids.lid + 1u] = acc_hi;
+    workgroupBarrier();
+    if group == 0u {
+        var lo = vec4<f32>(0.0);
+        var hi = vec4<f32>(0.0);
+        for (var gi = 0u; gi < n_groups; gi++) {
+            lo += partial[2u * (gi * kv_vec4 + v)];
+            hi += partial[2u * (gi * kv_vec4 + v) + 1u];
         }
-        workgroupBarrier();
+        let base = slot * kv_words + 4u * v;
+        o[base] = lo.xy;
+        o[base + 1u] = lo.zw;
+        o[base + 2u] = hi.xy;
+        o[base + 3u] = hi.zw;
     }
-    if ids.lid < HEADS {
-        ml[(h0 + ids.lid) * p.split_stride + s] = vec2<f32>(m[ids.lid], l[ids.lid]);
+    if ids.lid == 0u {
+        ml[slot] = vec2<f32>(m, l);
     }
 }

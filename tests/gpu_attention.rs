@@ -264,14 +264,13 @@ fn attention_and_combine_match_f64_softmax() {
                     nan(parts * 2),
                     nan(s.n_head * s.n_kv + 2),
                 );
-                // Heads per workgroup: the engine's choice, and 1 in turn.
-                let heads = [ops::attention_heads_per_workgroup(s.n_head as u32), 1][ri % 2];
-                let grid = [n_split, s.n_head as u32 / heads, 1];
+                let k = Kernel::Attention;
+                let grid = [n_split, s.n_head as u32, 1];
                 let d1 = Dispatch::new(
                     gpu,
                     pipes,
-                    Kernel::Attention,
-                    &[("HEADS", heads as f64)],
+                    k,
+                    &[],
                     &[&ap, &step, &qab, &qb, &cache, &o, &ml],
                     grid,
                 );

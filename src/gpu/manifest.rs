@@ -56,7 +56,7 @@ pub const KERNELS: &[KernelDef] = &[
     KernelDef {
         name: "attention",
         parts: &["attention.wgsl"],
-        overrides: &[("HEADS", &[1.0, 2.0, 4.0, 5.0])],
+        overrides: &[],
     },
     KernelDef {
         name: "attn_combine",

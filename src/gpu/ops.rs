@@ -245,16 +245,6 @@ pub fn attention_splits(n_pos: usize) -> u32 {
     n_pos.div_ceil(chunk).max(1) as u32
 }
 
-/// Query heads per attention workgroup (the `HEADS` override): the largest
-/// of 5, 4, 2, 1 that divides `n_head`. Each cache row a workgroup reads
-/// serves that many heads.
-pub fn attention_heads_per_workgroup(n_head: u32) -> u32 {
-    [5, 4, 2, 1]
-        .into_iter()
-        .find(|g| n_head % g == 0)
-        .unwrap_or(1)
-}
-
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct KvAppendParams {

@@ -296,7 +296,6 @@ pub fn build(
         },
     );
     let n_head = c.n_head as u32;
-    let heads_per_wg = ops::attention_heads_per_workgroup(n_head);
     let mut blocks = Vec::new();
     for (il, lw) in w.layers.iter().enumerate() {
         let attn_start = b.out.len();
@@ -364,15 +363,12 @@ pub fn build(
                 ..Mv::plain(&q, &q_abs)
             },
         )?;
-        let d = Dispatch::new(
-            gpu,
-            pipes,
+        b.push(
+            format!("blk.{il}.attention"),
             Kernel::Attention,
-            &[("HEADS", heads_per_wg as f64)],
             &[&attn_params, &step, &q_abs, &q, &cache, &o_part, &ml],
-            [n_split, n_head / heads_per_wg, 1],
+            [n_split, n_head, 1],
         )?;
-        b.out.push(d.named(format!("blk.{il}.attention")));
 
         b.push(
             format!("blk.{il}.attn_combine"),
