@@ -237,11 +237,11 @@ impl Step {
 /// Most attention splits per head (the partial buffers are sized for it).
 pub const MAX_SPLITS: u32 = 64;
 
-/// Splits of `n_pos` positions: chunks of at least 64 positions, at most
+/// Splits of `n_pos` positions: chunks of at least 32 positions, at most
 /// MAX_SPLITS of them, so short contexts launch few workgroups and long
 /// ones enough to fill the GPU while the combine stays short.
 pub fn attention_splits(n_pos: usize) -> u32 {
-    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(64);
+    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(32);
     n_pos.div_ceil(chunk).max(1) as u32
 }
 
