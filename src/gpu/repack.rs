@@ -17,58 +17,94 @@
 
 use crate::error::{Error, Result};
 
-/// Split GGUF Q4_0 blocks into (scales, nibbles) byte arrays as drawn above.
-pub fn repack_q4_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
-    if blocks.len() % 18 != 0 {
+/// Bytes of each array `repack_*` makes from `n` blocks split as
+/// (head, tail): heads padded to whole words.
+pub fn split_sizes(n: usize, head: usize, tail: usize) -> [usize; 2] {
+    [(head * n).next_multiple_of(4), tail * n]
+}
+
+/// Split every `head + tail`-byte block of `blocks` into its first `head`
+/// bytes (appended to `heads`) and the rest (to `tails`), on all cores:
+/// loading a full-size model repacks gigabytes.
+pub fn split_into(blocks: &[u8], head: usize, tail: usize, heads: &mut [u8], tails: &mut [u8]) {
+    let block = head + tail;
+    let n = blocks.len() / block;
+    heads[head * n..].fill(0);
+    let per = n.div_ceil(threads_for(n)).max(1);
+    std::thread::scope(|s| {
+        let parts = blocks
+            .chunks(per * block)
+            .zip(heads.chunks_mut(per * head))
+            .zip(tails.chunks_mut(per * tail));
+        for ((src, h), t) in parts {
+            s.spawn(move || {
+                let dst = h.chunks_exact_mut(head).zip(t.chunks_exact_mut(tail));
+                for (b, (hh, tt)) in src.chunks_exact(block).zip(dst) {
+                    hh.copy_from_slice(&b[..head]);
+                    tt.copy_from_slice(&b[head..]);
+                }
+            });
+        }
+    });
+}
+
+/// Q6_K blocks (210 B) into `out` with 212-byte strides, on all cores.
+pub fn pad_q6_k_into(blocks: &[u8], out: &mut [u8]) {
+    let n = blocks.len() / 210;
+    let per = n.div_ceil(threads_for(n)).max(1);
+    std::thread::scope(|s| {
+        for (src, dst) in blocks.chunks(per * 210).zip(out.chunks_mut(per * 212)) {
+            s.spawn(move || {
+                for (b, o) in src.chunks_exact(210).zip(dst.chunks_exact_mut(212)) {
+                    o[..210].copy_from_slice(b);
+                    o[210..].fill(0);
+                }
+            });
+        }
+    });
+}
+
+/// Threads worth starting for `n` blocks (one per 64 Ki blocks, at most
+/// one per core).
+fn threads_for(n: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    (n / 65536).clamp(1, cores)
+}
+
+fn whole(blocks: &[u8], size: usize, what: &str) -> Result<usize> {
+    if blocks.len() % size != 0 {
         return Err(Error::InvalidArgument(format!(
-            "{} bytes is not a whole number of Q4_0 blocks",
+            "{} bytes is not a whole number of {what} blocks",
             blocks.len()
         )));
     }
-    let n = blocks.len() / 18;
-    let mut scales = Vec::with_capacity(2 * n.next_multiple_of(2));
-    let mut nibbles = Vec::with_capacity(16 * n);
-    for b in blocks.chunks_exact(18) {
-        scales.extend_from_slice(&b[..2]);
-        nibbles.extend_from_slice(&b[2..]);
-    }
-    scales.resize(2 * n.next_multiple_of(2), 0);
-    Ok((scales, nibbles))
+    Ok(blocks.len() / size)
+}
+
+fn split(blocks: &[u8], head: usize, tail: usize, what: &str) -> Result<(Vec<u8>, Vec<u8>)> {
+    let n = whole(blocks, head + tail, what)?;
+    let [hs, ts] = split_sizes(n, head, tail);
+    let (mut h, mut t) = (vec![0u8; hs], vec![0u8; ts]);
+    split_into(blocks, head, tail, &mut h, &mut t);
+    Ok((h, t))
+}
+
+/// Split GGUF Q4_0 blocks into (scales, nibbles) byte arrays as drawn above.
+pub fn repack_q4_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    split(blocks, 2, 16, "Q4_0")
 }
 
 /// Split GGUF Q8_0 blocks (f16 scale + 32 signed bytes, 34 B) into scales
 /// (two f16 per word, as for Q4_0) and quants (32 bytes per block, unchanged).
 pub fn repack_q8_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
-    if blocks.len() % 34 != 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{} bytes is not a whole number of Q8_0 blocks",
-            blocks.len()
-        )));
-    }
-    let n = blocks.len() / 34;
-    let mut scales = Vec::with_capacity(2 * n.next_multiple_of(2));
-    let mut quants = Vec::with_capacity(32 * n);
-    for b in blocks.chunks_exact(34) {
-        scales.extend_from_slice(&b[..2]);
-        quants.extend_from_slice(&b[2..]);
-    }
-    scales.resize(2 * n.next_multiple_of(2), 0);
-    Ok((scales, quants))
+    split(blocks, 2, 32, "Q8_0")
 }
 
 /// Pad each 210-byte Q6_K super-block to 212 bytes so every block starts on
 /// a word (shaders/q6_k.wgsl reads it as array<u32>).
 pub fn pad_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
-    if blocks.len() % 210 != 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{} bytes is not a whole number of Q6_K blocks",
-            blocks.len()
-        )));
-    }
-    let mut out = Vec::with_capacity(blocks.len() / 210 * 212);
-    for b in blocks.chunks_exact(210) {
-        out.extend_from_slice(b);
-        out.extend_from_slice(&[0, 0]);
-    }
+    let n = whole(blocks, 210, "Q6_K")?;
+    let mut out = vec![0u8; 212 * n];
+    pad_q6_k_into(blocks, &mut out);
     Ok(out)
 }

@@ -217,15 +217,21 @@ impl<'a> Uploader<'a> {
         let mut raw = Vec::new();
         for r0 in (0..rows).step_by(rows_per_part) {
             let n = rows_per_part.min(rows - r0);
-            raw.clear();
-            for m in 0..n_mat {
-                for s in srcs {
-                    let start = (m * s.slice_rows + s.first + r0) * s.row_bytes;
-                    raw.extend_from_slice(&s.data[start..start + n * s.row_bytes]);
+            // A whole single-source tensor is already in order: no gather.
+            let blocks: &[u8] = if srcs.len() == 1 && n == srcs[0].slice_rows {
+                &srcs[0].data[..n_mat * n * row_bytes]
+            } else {
+                raw.clear();
+                for m in 0..n_mat {
+                    for s in srcs {
+                        let start = (m * s.slice_rows + s.first + r0) * s.row_bytes;
+                        raw.extend_from_slice(&s.data[start..start + n * s.row_bytes]);
+                    }
                 }
-            }
+                &raw
+            };
             let mut buffers = Vec::new();
-            for (i, arr) in repack(format, &raw)?.iter().enumerate() {
+            for (i, arr) in repack(format, blocks)?.iter().enumerate() {
                 buffers.push(self.buffer(&format!("{name}[{r0}].{i}"), arr)?);
             }
             parts.push(Part {
