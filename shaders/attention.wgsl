@@ -2,10 +2,11 @@
 // sequence (flash-decoding). For head h and split s, positions
 // [s·len, min((s+1)·len, n_pos)) with len = ceil(n_pos / n_split), n_split
 // from the step uniform (the host writes it per token; workgroups with
-// s >= n_split exit at once):
+// s >= n_split only mark their slot empty):
 //   score_t = (q_abs_h · c_t + rope(q_pe_h) · k_pe_t) · kq_scale
 //   m = max score, l = Σ exp(score − m), o = Σ exp(score − m) · c_t
-// written unnormalised for attn_combine.wgsl to merge.
+// written unnormalised for the attn_v_b matvec to merge (matvec.wgsl,
+// COMBINE).
 //
 // Bindings: 0 params (uniform), 1 step (uniform: n_pos, rope table),
 // 2 q_abs (array<f32>, n_head × n_kv), 3 q (array<f32>, n_head ×
@@ -66,6 +67,11 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let s = wid.x;
     let h = wid.y;
     if s >= step.n_split {
+        // Slots past this token's splits are marked empty for the combine
+        // in attn_v_b's matvec, which reads every slot.
+        if ids.lid == 0u {
+            ml[h * p.split_stride + s] = vec2<f32>(NEG, 0.0);
+        }
         return;
     }
     let words = (p.n_kv + p.n_rot) / 2u;

@@ -21,6 +21,10 @@
 //   MODE 2: y[y_off + r] = Σ_k sel_w[k] · W_{sel[k]}[r] · x[k·x_stride ..]
 //   NORM:   x is replaced by RMSNorm(x) · g (each workgroup recomputes the norm)
 //   ACCUM:  y += result instead of y = result (residual adds)
+//   COMBINE (MODE 0, attn_v_b): x is attention.wgsl's per-split partials
+//           (binding 1: slot z's n_slot splits, each units·8 vec4s) and
+//           binding 2 their (m, l) pairs; each workgroup merges its head's
+//           splits (flash-decoding combine) into shared memory first.
 
 const WG: u32 = 256u;
 
@@ -28,6 +32,7 @@ override MODE: u32 = 0u;
 override NORM: bool = false;
 override ACCUM: bool = false;
 override TPR: u32 = 32u;
+override COMBINE: bool = false;
 
 struct Params {
     // rows per matrix handled by this dispatch
@@ -54,9 +59,17 @@ struct Params {
 @group(0) @binding(4) var<storage, read> sel: array<u32>;
 @group(0) @binding(5) var<storage, read> sel_w: array<f32>;
 
+// COMBINE: the head's merged attention output (n_kv <= 512) and the
+// splits' weights (at most 64 splits, ops::MAX_SPLITS).
+var<workgroup> xs: array<vec4<f32>, 128>;
+var<workgroup> split_w: array<f32, 64>;
+
 // x as the format files read it: the norm weight is folded in here and the
 // 1/rms factor applied once to the row total.
 fn xv(i: u32) -> vec4<f32> {
+    if COMBINE {
+        return xs[i];
+    }
     if NORM {
         return x[i] * g[i];
     }
@@ -76,6 +89,41 @@ fn row_part(m: u32, r: u32, xo: u32, t: u32) -> f32 {
         acc += unit_dot(base + u, xo + u * 8u);
     }
     return acc;
+}
+
+// (m, l) of split slot k: two pairs per vec4 of binding 2.
+fn split_ml(k: u32) -> vec2<f32> {
+    let v = g[k / 2u];
+    return select(v.zw, v.xy, (k & 1u) == 0u);
+}
+
+// xs = Σ_s e^(m_s − M) · o_s / Σ_s e^(m_s − M) · l_s over head h's splits
+// with l_s > 0 (attention marks the others empty; the used ones come
+// first). Invocation s < n_slot reads split s's (m, l); the weights go
+// through shared memory.
+fn merge_splits(h: u32, ids: Ids) {
+    let n4 = p.units * 8u;
+    var e = vec2<f32>(-3.0e38, 0.0);
+    if ids.lid < p.n_slot {
+        e = split_ml(h * p.n_slot + ids.lid);
+    }
+    let used = e.y > 0.0;
+    let mx = wg_max(select(-3.0e38, e.x, used), ids);
+    let f = select(0.0, exp(e.x - mx), used);
+    let den = wg_sum(f * e.y, ids);
+    let n_used = u32(wg_sum(select(0.0, 1.0, used), ids));
+    if ids.lid < p.n_slot {
+        split_w[ids.lid] = f / den;
+    }
+    workgroupBarrier();
+    for (var i = ids.lid; i < n4; i += WG) {
+        var acc = vec4<f32>(0.0);
+        for (var s = 0u; s < n_used; s++) {
+            acc += split_w[s] * x[(h * p.n_slot + s) * n4 + i];
+        }
+        xs[i] = acc;
+    }
+    workgroupBarrier();
 }
 
 fn silu(v: f32) -> f32 {
@@ -100,12 +148,16 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         scale = inverseSqrt(wg_sum(ss, ids) / f32(n4 * 4u) + p.eps);
     }
 
+    if COMBINE {
+        merge_splits(z, ids);
+    }
+
     var out = 0.0;
     var idx = 0u;
     if MODE == 0u {
         var a = 0.0;
         if live {
-            a = row_part(z, r, z * p.x_stride, t);
+            a = row_part(z, r, select(z * p.x_stride, 0u, COMBINE), t);
         }
         out = seg_sum(a, ids, TPR) * scale;
         idx = p.y_off + z * p.y_stride + r;

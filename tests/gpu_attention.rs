@@ -1,4 +1,5 @@
-//! kv_append, attention + attn_combine, router and top-k against CPU oracles,
+//! kv_append, attention + the split merge of attn_v_b's matvec, router and
+//! top-k against CPU oracles,
 //! in both kernel variants (subgroup and shared-memory), on fresh random
 //! non-zero inputs. Outputs are poisoned (NaN, or an impossible index)
 //! before each run so unwritten elements fail. Matvecs: tests/gpu_kernels.rs.
@@ -6,7 +7,7 @@
 mod common;
 
 use glmw::gpu::ops::{self, Dispatch, Step};
-use glmw::gpu::Kernel;
+use glmw::gpu::{Format, Kernel};
 use glmw::model::{Config, Gating, Model};
 use glmw::reference::ops as cpu;
 use half::f16;
@@ -213,14 +214,35 @@ fn attention_and_combine_match_f64_softmax() {
                     _pad: [0; 3],
                 },
             );
-            let cp = gpu.uniform(
-                "p",
-                &ops::CombineParams {
-                    n_kv: s.n_kv as u32,
-                    split_stride: n_split,
-                    _pad: [0; 2],
+            // The merge runs in attn_v_b's matvec (COMBINE); an F32 identity
+            // per head as its matrix makes the output the merged vector.
+            let mut eye = vec![0f32; s.n_head * s.n_kv * s.n_kv];
+            for h in 0..s.n_head {
+                for j in 0..s.n_kv {
+                    eye[(h * s.n_kv + j) * s.n_kv + j] = 1.0;
+                }
+            }
+            let eye = gpu.storage("identity", bytemuck::cast_slice(&eye));
+            let mv = ops::MatvecSpec {
+                format: Format::F32,
+                mode: ops::MatvecMode::Plain,
+                norm: false,
+                accum: false,
+                combine: true,
+                params: ops::MatvecParams {
+                    rows: s.n_kv as u32,
+                    units: (s.n_kv / 32) as u32,
+                    mat_units: (s.n_kv * s.n_kv / 32) as u32,
+                    n_slot: n_split,
+                    x_stride: 0,
+                    y_stride: s.n_kv as u32,
+                    y_off: 0,
+                    eps: 0.0,
                 },
-            );
+                slots: s.n_head as u32,
+            };
+            let mvp = gpu.uniform("p", &mv.params);
+            let ids0 = gpu.storage("sel", bytemuck::cast_slice(&[0u32; 4]));
             // f64 oracle: scores over [q_abs ‖ rope(q_pe)] · [c ‖ k_pe].
             let mut want = Vec::new();
             for h in 0..s.n_head {
@@ -274,20 +296,21 @@ fn attention_and_combine_match_f64_softmax() {
                     &[&ap, &step, &qab, &qb, &cache, &o, &ml],
                     grid,
                 );
-                let bufs = [&cp, &step, &o, &ml, &out];
-                let d2 = Dispatch::new(
-                    gpu,
-                    pipes,
-                    Kernel::AttnCombine,
-                    &[],
-                    &bufs,
-                    [s.n_head as u32, 1, 1],
-                );
+                let bufs = ops::MatvecBuffers {
+                    params: &mvp,
+                    x: &o,
+                    g: &ml,
+                    y: &out,
+                    sel: &ids0,
+                    sel_w: &ids0,
+                    weights: std::slice::from_ref(&eye),
+                };
+                let d2 = ops::matvec(gpu, pipes, &mv, &bufs);
                 ops::run(gpu, &[d1.unwrap(), d2.unwrap()]).unwrap();
                 let got = gpu.read_f32(&out, s.n_head * s.n_kv + 2).unwrap();
                 assert!(
                     got[s.n_head * s.n_kv..].iter().all(|v| v.is_nan()),
-                    "combine wrote past its heads"
+                    "the merge wrote past its heads"
                 );
                 for h in 0..s.n_head {
                     let (a, b) = (&got[h * s.n_kv..][..s.n_kv], &want[h * s.n_kv..][..s.n_kv]);

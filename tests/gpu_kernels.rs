@@ -295,6 +295,7 @@ fn check(c: &Case, seed: u64) -> f64 {
     };
     let spec = MatvecSpec {
         format: c.fmt,
+        combine: false,
         mode: c.mode,
         norm: c.norm,
         accum: c.accum,

@@ -15,6 +15,7 @@ const MATVEC_OVERRIDES: &[(&str, &[f64])] = &[
     ("NORM", &[0.0, 1.0]),
     ("ACCUM", &[0.0, 1.0]),
     ("TPR", &[4.0, 8.0, 16.0, 32.0]),
+    ("COMBINE", &[0.0, 1.0]),
 ];
 
 pub const KERNELS: &[KernelDef] = &[
@@ -56,11 +57,6 @@ pub const KERNELS: &[KernelDef] = &[
     KernelDef {
         name: "attention",
         parts: &["attention.wgsl"],
-        overrides: &[],
-    },
-    KernelDef {
-        name: "attn_combine",
-        parts: &["attn_combine.wgsl"],
         overrides: &[],
     },
     KernelDef {

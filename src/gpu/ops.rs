@@ -161,6 +161,8 @@ pub struct MatvecSpec {
     pub mode: MatvecMode,
     pub norm: bool,
     pub accum: bool,
+    /// Merge attention splits into x first (MODE 0, attn_v_b).
+    pub combine: bool,
     pub params: MatvecParams,
     /// Batch slots (z) for Plain and GateUp.
     pub slots: u32,
@@ -170,7 +172,8 @@ pub struct MatvecSpec {
 pub struct MatvecBuffers<'a> {
     pub params: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
-    /// The norm weight (any small buffer when `norm` is off).
+    /// The norm weight, or with `combine` the splits' (m, l) pairs (any
+    /// small buffer otherwise).
     pub g: &'a wgpu::Buffer,
     pub y: &'a wgpu::Buffer,
     pub sel: &'a wgpu::Buffer,
@@ -191,6 +194,7 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
         ("NORM", s.norm as u32 as f64),
         ("ACCUM", s.accum as u32 as f64),
         ("TPR", tpr as f64),
+        ("COMBINE", s.combine as u32 as f64),
     ];
     let mut bufs = vec![b.params, b.x, b.g, b.y, b.sel, b.sel_w];
     bufs.extend(b.weights.iter());
@@ -264,14 +268,6 @@ pub struct AttentionParams {
     /// Split slots per head in the partial buffers (MAX_SPLITS).
     pub split_stride: u32,
     pub _pad: [u32; 3],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct CombineParams {
-    pub n_kv: u32,
-    pub split_stride: u32,
-    pub _pad: [u32; 2],
 }
 
 // ---- router and top-k --------------------------------------------------

@@ -3,8 +3,9 @@
 //! write the step uniform and the embedding row, record `dispatches` into
 //! one compute pass, submit, read back the top-k candidates (a few bytes).
 //!
-//! Per MoE block (15 dispatches): q_a, kv_a (attn_norm fused into both),
-//! q_b (q_a_norm fused), kv_append, k_b absorb, attention, combine, v_b,
+//! Per MoE block (14 dispatches): q_a, kv_a (attn_norm fused into both),
+//! q_b (q_a_norm fused), kv_append, k_b absorb, attention, v_b (merging
+//! the attention splits),
 //! attn_output (+ residual), router logits (matvec, ffn_norm fused), router
 //! selection (writes the normed h too),
 //! experts gate+up, experts down (+ weighted combine + residual), shared
@@ -89,6 +90,9 @@ struct Mv<'a> {
     slots: u32,
     x_stride: u32,
     y_stride: u32,
+    /// Merge attention splits into x first: (their (m, l) buffer, splits
+    /// per head).
+    combine: Option<(&'a wgpu::Buffer, u32)>,
 }
 
 impl<'a> Mv<'a> {
@@ -103,6 +107,7 @@ impl<'a> Mv<'a> {
             slots: 1,
             x_stride: 0,
             y_stride: 0,
+            combine: None,
         }
     }
 }
@@ -131,7 +136,8 @@ impl Builder<'_> {
                 rows: part.rows,
                 units: m.units,
                 mat_units: m.mat_units(part),
-                n_slot: v.slots,
+                // MODE 2 sums over the slots; COMBINE over a head's splits.
+                n_slot: v.combine.map_or(v.slots, |c| c.1),
                 x_stride: v.x_stride,
                 y_stride: v.y_stride,
                 y_off: part.row0,
@@ -142,6 +148,7 @@ impl Builder<'_> {
                 mode: v.mode,
                 norm: v.norm.is_some(),
                 accum: v.accum,
+                combine: v.combine.is_some(),
                 params,
                 slots: v.slots,
             };
@@ -150,7 +157,7 @@ impl Builder<'_> {
             let bufs = MatvecBuffers {
                 params: &pb,
                 x: v.x,
-                g: v.norm.unwrap_or(&self.dummy),
+                g: v.combine.map(|c| c.0).or(v.norm).unwrap_or(&self.dummy),
                 y: v.y,
                 sel,
                 sel_w,
@@ -227,7 +234,6 @@ pub fn build(
     let q_abs = scratch("q_abs", c.n_head * c.n_lora_kv);
     let o_part = scratch("o_part", c.n_head * n_split as usize * c.n_lora_kv);
     let ml = scratch("ml", c.n_head * n_split as usize * 2);
-    let o_heads = scratch("o_heads", c.n_head * c.n_lora_kv);
     let v_heads = scratch("v_heads", c.n_head * c.n_embd_head_v);
     let h2 = scratch("ffn_h", c.n_embd);
     let sel = scratch("sel", c.n_expert_used.max(1));
@@ -269,14 +275,6 @@ pub fn build(
             scale: c.kq_scale(),
             split_stride: n_split,
             _pad: [0; 3],
-        },
-    );
-    let comb_params = b.uniform(
-        "attn_combine",
-        &ops::CombineParams {
-            n_kv: c.n_lora_kv as u32,
-            split_stride: n_split,
-            _pad: [0; 2],
         },
     );
     let router_params = b.uniform(
@@ -369,21 +367,15 @@ pub fn build(
             &[&attn_params, &step, &q_abs, &q, &cache, &o_part, &ml],
             [n_split, n_head, 1],
         )?;
-
-        b.push(
-            format!("blk.{il}.attn_combine"),
-            Kernel::AttnCombine,
-            &[&comb_params, &step, &o_part, &ml, &o_heads],
-            [n_head, 1, 1],
-        )?;
+        // v_b merges the attention splits of its head as it reads them.
         let v_b = up.matrix(&lw.v_b)?;
         b.matvec(
             &v_b,
             Mv {
                 slots: n_head,
-                x_stride: (c.n_lora_kv / 4) as u32,
+                combine: Some((&ml, n_split)),
                 y_stride: c.n_embd_head_v as u32,
-                ..Mv::plain(&o_heads, &v_heads)
+                ..Mv::plain(&o_part, &v_heads)
             },
         )?;
         let wo = up.matrix(&lw.attn_output)?;
