@@ -264,3 +264,45 @@ fn bench_tiers_emit_their_fields() {
         text(&o.stderr)
     );
 }
+
+#[test]
+fn generate_reads_prompt_files_and_applies_the_chat_template() {
+    let m = common::tiny_model().to_str().unwrap();
+    let dir = common::temp_dir("cli-prompt");
+    let f = dir.join("prompt.txt");
+    std::fs::write(&f, "Hello there").unwrap();
+    let n_prompt = |s: &str| -> String {
+        s.split("\"prompt_tokens\":")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let base = ["generate", "-m", m, "-n", "2", "--temp", "0", "--json"];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend(extra);
+        ok(&a)
+    };
+    let plain = with(&["-p", "Hello there"]);
+    let file = with(&["--prompt-file", f.to_str().unwrap()]);
+    assert_eq!(n_prompt(&plain), n_prompt(&file));
+    let tokens = |s: &str| {
+        let after = s.split("\"tokens\":").nth(1).unwrap();
+        after.split(']').next().unwrap().to_string()
+    };
+    assert_eq!(tokens(&plain), tokens(&file));
+    // [gMASK]<sop><|user|>Hello there<|assistant|><think>: 3 more specials.
+    let chat = with(&["-p", "Hello there", "--chat"]);
+    let (p, c): (usize, usize) = (
+        n_prompt(&plain).parse().unwrap(),
+        n_prompt(&chat).parse().unwrap(),
+    );
+    assert_eq!(c, p + 3, "chat prompt {c} tokens vs plain {p}");
+    let no_think = with(&["-p", "Hello there", "--chat", "--no-think"]);
+    assert_eq!(n_prompt(&no_think).parse::<usize>().unwrap(), p + 3);
+    let o = glmw(&["generate", "-m", m, "--prompt-file", "/nonexistent/p.txt"]);
+    assert!(!o.status.success() && text(&o.stderr).contains("/nonexistent/p.txt"));
+}

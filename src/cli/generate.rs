@@ -43,6 +43,33 @@ pub fn load<'a>(
     e
 }
 
+/// The prompt text: `--prompt` or the file's contents, wrapped as one user
+/// message by the chat template with `--chat`.
+pub fn prompt_text(
+    prompt: Option<String>,
+    file: Option<&Path>,
+    chat: bool,
+    thinking: bool,
+) -> Result<String> {
+    let text = match (prompt, file) {
+        (Some(p), _) => p,
+        (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| Error::Io {
+            path: f.display().to_string(),
+            source: e,
+        })?,
+        (None, None) => {
+            return Err(Error::InvalidArgument(
+                "give the prompt with --prompt or --prompt-file".into(),
+            ))
+        }
+    };
+    Ok(if chat {
+        glmw::tokenizer::render_chat(&[glmw::tokenizer::ChatMessage::user(text)], true, thinking)
+    } else {
+        text
+    })
+}
+
 /// The prompt's ids; GLM files get their `[gMASK]<sop>` prefix (llama.cpp
 /// adds it too) unless the text already starts with it.
 fn prompt_ids(tok: &Tokenizer, prompt: &str) -> Result<Vec<u32>> {

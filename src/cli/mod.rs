@@ -119,8 +119,23 @@ enum Command {
         model: PathBuf,
         /// The prompt. Special tokens such as <|user|> are recognised; GLM
         /// files get their [gMASK]<sop> prefix unless the prompt has it.
-        #[arg(long, short)]
-        prompt: String,
+        #[arg(
+            long,
+            short,
+            required_unless_present = "prompt_file",
+            conflicts_with = "prompt_file"
+        )]
+        prompt: Option<String>,
+        /// Read the prompt from this file instead of --prompt.
+        #[arg(long, short = 'f')]
+        prompt_file: Option<PathBuf>,
+        /// Send the prompt as one user message through the model's chat
+        /// template (GLM: thinking on unless --no-think).
+        #[arg(long)]
+        chat: bool,
+        /// With --chat: ask for an answer without a thinking section.
+        #[arg(long, requires = "chat")]
+        no_think: bool,
         /// Tokens to generate (generation also stops at an end-of-generation token).
         #[arg(long, short = 'n', default_value_t = 128)]
         n_predict: usize,
@@ -220,6 +235,9 @@ pub fn main() -> i32 {
         Command::Generate {
             model,
             prompt,
+            prompt_file,
+            chat,
+            no_think,
             n_predict,
             temp,
             top_k,
@@ -233,20 +251,23 @@ pub fn main() -> i32 {
             None => Err(glmw::Error::InvalidArgument(
                 "generate runs on a GPU; --backend cpu is only for `glmw logits`".into(),
             )),
-            Some(gpu) => generate::generate(&generate::GenerateArgs {
-                model: &model,
-                prompt: &prompt,
-                n_predict,
-                n_ctx: ctx,
-                sampling: glmw::sample::SamplerOptions {
-                    temperature: temp,
-                    top_k,
-                    top_p,
-                    seed: seed.unwrap_or_else(clock_seed),
-                },
-                gpu,
-                json,
-            }),
+            Some(gpu) => generate::prompt_text(prompt, prompt_file.as_deref(), chat, !no_think)
+                .and_then(|prompt| {
+                    generate::generate(&generate::GenerateArgs {
+                        model: &model,
+                        prompt: &prompt,
+                        n_predict,
+                        n_ctx: ctx,
+                        sampling: glmw::sample::SamplerOptions {
+                            temperature: temp,
+                            top_k,
+                            top_p,
+                            seed: seed.unwrap_or_else(clock_seed),
+                        },
+                        gpu,
+                        json,
+                    })
+                }),
         },
         Command::Synth {
             preset,
