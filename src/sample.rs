@@ -1,12 +1,20 @@
-//! Choosing the next token from the GPU's top candidates: greedy, or
-//! temperature with top-k and top-p over the candidates, from a seeded
-//! generator so the same seed gives the same tokens.
+//! Choosing the next token from the GPU's top candidates (the GPU selects
+//! them out of the whole vocabulary): repetition / presence / frequency
+//! penalties over the last tokens, then greedy, or temperature with top-k,
+//! top-p and min-p, from a seeded generator so the same seed gives the same
+//! tokens. Penalties only lower logits, so applying them to the candidates
+//! (all 64 when a penalty is on) matches penalising the whole vocabulary
+//! unless more than 64 - k of the candidates are penalised below the rest.
+
+use std::collections::VecDeque;
 
 use crate::engine::Candidates;
 use crate::error::{Error, Result};
 use crate::gpu::plan::MAX_CANDIDATES;
 
-/// Typed sampling settings (the CLI's `--temp --top-k --top-p --seed`).
+/// Typed sampling settings (the CLI's `--temp --top-k --top-p --min-p
+/// --repeat-penalty --repeat-last-n --presence-penalty --frequency-penalty
+/// --seed`); llama.cpp's meanings and defaults.
 #[derive(Clone, Copy, Debug)]
 pub struct SamplerOptions {
     /// 0 = greedy.
@@ -15,6 +23,18 @@ pub struct SamplerOptions {
     pub top_k: usize,
     /// Smallest set of candidates whose probability reaches this, in (0, 1].
     pub top_p: f32,
+    /// Drop candidates below this fraction of the best one's probability
+    /// (0 = off).
+    pub min_p: f32,
+    /// Divide positive (multiply negative) logits of recent tokens by this
+    /// (1 = off).
+    pub repeat_penalty: f32,
+    /// Recent tokens the penalties look at.
+    pub repeat_last_n: usize,
+    /// Subtracted from the logit of every recent token (0 = off).
+    pub presence_penalty: f32,
+    /// Subtracted once per occurrence among the recent tokens (0 = off).
+    pub frequency_penalty: f32,
     pub seed: u64,
 }
 
@@ -24,6 +44,11 @@ impl Default for SamplerOptions {
             temperature: 0.8,
             top_k: 40,
             top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             seed: 0,
         }
     }
@@ -32,43 +57,84 @@ impl Default for SamplerOptions {
 pub struct Sampler {
     opts: SamplerOptions,
     state: u64,
+    recent: VecDeque<u32>,
+}
+
+fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(msg()))
+    }
 }
 
 impl Sampler {
     pub fn new(opts: SamplerOptions) -> Result<Sampler> {
-        if !(opts.temperature >= 0.0 && opts.temperature.is_finite()) {
-            return Err(Error::InvalidArgument(format!(
+        let o = &opts;
+        check(o.temperature >= 0.0 && o.temperature.is_finite(), || {
+            format!(
                 "temperature {} must be a finite number >= 0 (0 is greedy)",
-                opts.temperature
-            )));
-        }
-        if !(opts.top_p > 0.0 && opts.top_p <= 1.0) {
-            return Err(Error::InvalidArgument(format!(
-                "top-p {} must be in (0, 1]",
-                opts.top_p
-            )));
-        }
-        if opts.top_k > MAX_CANDIDATES {
-            return Err(Error::InvalidArgument(format!(
+                o.temperature
+            )
+        })?;
+        check(o.top_p > 0.0 && o.top_p <= 1.0, || {
+            format!("top-p {} must be in (0, 1]", o.top_p)
+        })?;
+        check(o.top_k <= MAX_CANDIDATES, || {
+            format!(
                 "top-k {} is above {MAX_CANDIDATES}, the candidates the GPU returns per token",
-                opts.top_k
-            )));
-        }
+                o.top_k
+            )
+        })?;
+        check((0.0..=1.0).contains(&o.min_p), || {
+            format!("min-p {} must be in [0, 1]", o.min_p)
+        })?;
+        check(
+            o.repeat_penalty > 0.0 && o.repeat_penalty.is_finite(),
+            || {
+                format!(
+                    "repeat penalty {} must be a finite number > 0 (1 is off)",
+                    o.repeat_penalty
+                )
+            },
+        )?;
+        check(
+            o.presence_penalty.is_finite() && o.frequency_penalty.is_finite(),
+            || "presence and frequency penalties must be finite numbers".into(),
+        )?;
         Ok(Sampler {
             opts,
             state: opts.seed ^ 0x9E37_79B9_7F4A_7C15,
+            recent: VecDeque::new(),
         })
+    }
+
+    fn penalising(&self) -> bool {
+        let o = &self.opts;
+        o.repeat_last_n > 0
+            && (o.repeat_penalty != 1.0 || o.presence_penalty != 0.0 || o.frequency_penalty != 0.0)
     }
 
     /// Candidates the engine must return for these settings.
     pub fn candidates(&self) -> usize {
-        if self.opts.temperature == 0.0 {
-            1
-        } else if self.opts.top_k == 0 {
+        if self.penalising() || (self.opts.temperature > 0.0 && self.opts.top_k == 0) {
             MAX_CANDIDATES
+        } else if self.opts.temperature == 0.0 {
+            1
         } else {
             self.opts.top_k
         }
+    }
+
+    /// Record a token of the context (prompt or generated) for the penalties.
+    pub fn accept(&mut self, token: u32) {
+        if self.opts.repeat_last_n == 0 {
+            return;
+        }
+        if self.recent.len() == self.opts.repeat_last_n {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(token);
     }
 
     /// splitmix64, as a uniform f64 in [0, 1).
@@ -81,23 +147,63 @@ impl Sampler {
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// The candidates with penalties applied, best first.
+    fn penalised(&self, cands: &Candidates) -> Candidates {
+        let o = &self.opts;
+        let mut out: Candidates = cands
+            .iter()
+            .map(|&(id, l)| {
+                let n = self.recent.iter().filter(|&&t| t == id).count();
+                if n == 0 {
+                    return (id, l);
+                }
+                let l = if l > 0.0 {
+                    l / o.repeat_penalty
+                } else {
+                    l * o.repeat_penalty
+                };
+                (id, l - n as f32 * o.frequency_penalty - o.presence_penalty)
+            })
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+
     /// Pick one token from `cands` (best first).
     pub fn sample(&mut self, cands: &Candidates) -> Result<u32> {
-        let Some(&(best, top)) = cands.first() else {
+        if cands.is_empty() {
             return Err(Error::Gpu("the GPU returned no candidates".into()));
+        }
+        let owned;
+        let cands = if self.penalising() {
+            owned = self.penalised(cands);
+            &owned
+        } else {
+            cands
         };
+        let (best, top) = cands[0];
         if self.opts.temperature == 0.0 || cands.len() == 1 {
             return Ok(best);
         }
         let t = self.opts.temperature as f64;
-        let n = cands.len().min(self.candidates());
-        let mut p: Vec<f64> = cands[..n]
+        let k = match self.opts.top_k {
+            0 => cands.len(),
+            k => k.min(cands.len()),
+        };
+        let mut p: Vec<f64> = cands[..k]
             .iter()
             .map(|&(_, l)| ((l - top) as f64 / t).exp())
             .collect();
+        // min-p against the best candidate (p[0] = 1 before normalising).
+        let keep_min = p
+            .iter()
+            .take_while(|&&v| v >= self.opts.min_p as f64)
+            .count()
+            .max(1);
+        p.truncate(keep_min);
         let sum: f64 = p.iter().sum();
         let mut cum = 0.0;
-        let mut keep = n;
+        let mut keep = p.len();
         for (i, v) in p.iter_mut().enumerate() {
             *v /= sum;
             cum += *v;

@@ -306,3 +306,23 @@ fn generate_reads_prompt_files_and_applies_the_chat_template() {
     let o = glmw(&["generate", "-m", m, "--prompt-file", "/nonexistent/p.txt"]);
     assert!(!o.status.success() && text(&o.stderr).contains("/nonexistent/p.txt"));
 }
+
+#[test]
+fn generate_stops_at_a_stop_string() {
+    let m = common::tiny_model().to_str().unwrap();
+    let args = [
+        "generate", "-m", m, "-p", "Hello", "-n", "24", "--temp", "0",
+    ];
+    let full = ok(&args);
+    // Greedy text of the tiny model; stop at a piece from its middle.
+    let chars: Vec<char> = full.trim_end().chars().collect();
+    assert!(chars.len() > 12, "{full:?}");
+    let stop: String = chars[8..11].iter().collect();
+    let mut a = args.to_vec();
+    a.extend(["--stop", &stop]);
+    let cut = ok(&a);
+    let at = full.find(&stop).unwrap();
+    assert_eq!(cut.trim_end_matches('\n'), &full[..at], "stop {stop:?}");
+    a.push("--json");
+    assert!(ok(&a).contains("\"stop\":\"stop string\""));
+}

@@ -21,6 +21,8 @@ pub struct GenerateArgs<'a> {
     pub n_predict: usize,
     pub n_ctx: Option<usize>,
     pub sampling: SamplerOptions,
+    /// Stop when the output contains one of these.
+    pub stop: &'a [String],
     pub gpu: GpuOptions,
     pub json: bool,
 }
@@ -41,6 +43,21 @@ pub fn load<'a>(
     let e = Engine::load(model, gpu, opts, &mut |d, t| bar.update(d, t));
     bar.finish();
     e
+}
+
+/// Length of the longest tail of `text` that begins some stop string (it
+/// may yet complete one, so it is not printed yet).
+fn held_back(text: &str, stops: &[String]) -> usize {
+    let mut n = 0;
+    for s in stops {
+        for k in (1..s.len().min(text.len() + 1)).rev() {
+            if text.is_char_boundary(text.len() - k) && s.starts_with(&text[text.len() - k..]) {
+                n = n.max(k);
+                break;
+            }
+        }
+    }
+    n
 }
 
 /// The prompt text: `--prompt` or the file's contents, wrapped as one user
@@ -108,32 +125,47 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
     let mut cands = Vec::new();
     for &t in &ids {
         cands = engine.step(t)?;
+        sampler.accept(t);
     }
     let prompt_s = t_prompt.elapsed().as_secs_f64();
 
     let mut out = std::io::stdout().lock();
+    let mut write = |s: &str| {
+        if a.json {
+            return Ok(());
+        }
+        out.write_all(s.as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(|e| Error::Io {
+                path: "stdout".into(),
+                source: e,
+            })
+    };
     let mut stream = tok.stream_decoder();
     let mut text = String::new();
+    // Bytes of `text` already printed: text that could still become a stop
+    // string is held back.
+    let mut shown = 0;
     let mut generated = Vec::new();
     let mut stop = "length";
     let t_gen = Instant::now();
     while generated.len() < a.n_predict {
         let next = sampler.sample(&cands)?;
         generated.push(next);
+        sampler.accept(next);
         if tok.is_eog(next) {
             stop = "end of generation token";
             break;
         }
-        let piece = stream.push(next)?;
-        if !a.json {
-            out.write_all(piece.as_bytes())
-                .and_then(|_| out.flush())
-                .map_err(|e| Error::Io {
-                    path: "stdout".into(),
-                    source: e,
-                })?;
+        text.push_str(&stream.push(next)?);
+        if let Some(at) = a.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
+            text.truncate(at);
+            stop = "stop string";
+            break;
         }
-        text.push_str(&piece);
+        let safe = text.len() - held_back(&text, a.stop);
+        write(&text[shown..safe])?;
+        shown = safe;
         if generated.len() == a.n_predict {
             break;
         }
@@ -149,6 +181,7 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
             Err(e) => return Err(e),
         }
     }
+    write(&text[shown.min(text.len())..])?;
     let gen_s = t_gen.elapsed().as_secs_f64();
     // Tokens that went through the model while generating (the last sampled
     // one is not run).

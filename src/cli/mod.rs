@@ -148,6 +148,26 @@ enum Command {
         /// Keep the smallest set of top tokens whose probability reaches P, in (0, 1].
         #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
         top_p: f32,
+        /// Drop tokens less likely than P times the most likely one (0 = off).
+        #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+        min_p: f32,
+        /// Penalise tokens seen in the last --repeat-last-n tokens: positive
+        /// logits are divided by it, negative ones multiplied (1 = off).
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+        repeat_penalty: f32,
+        /// How many recent tokens (prompt included) the penalties look at.
+        #[arg(long, default_value_t = 64)]
+        repeat_last_n: usize,
+        /// Subtract this from the logit of every recent token (0 = off).
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        presence_penalty: f32,
+        /// Subtract this once per occurrence among the recent tokens (0 = off).
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        frequency_penalty: f32,
+        /// Stop when the output contains this text (repeatable); the stop text
+        /// itself is not printed.
+        #[arg(long)]
+        stop: Vec<String>,
         /// Random seed for sampling (default: from the clock, printed in the stats line).
         #[arg(long)]
         seed: Option<u64>,
@@ -242,6 +262,12 @@ pub fn main() -> i32 {
             temp,
             top_k,
             top_p,
+            min_p,
+            repeat_penalty,
+            repeat_last_n,
+            presence_penalty,
+            frequency_penalty,
+            stop,
             seed,
             ctx,
             backend,
@@ -262,8 +288,14 @@ pub fn main() -> i32 {
                             temperature: temp,
                             top_k,
                             top_p,
+                            min_p,
+                            repeat_penalty,
+                            repeat_last_n,
+                            presence_penalty,
+                            frequency_penalty,
                             seed: seed.unwrap_or_else(clock_seed),
                         },
+                        stop: &stop,
                         gpu,
                         json,
                     })

@@ -1,0 +1,178 @@
+//! The sampler over GPU candidates: reproducible per seed, top-k = 1 is
+//! greedy, temperature draws follow the softmax, penalties and min-p, and
+//! clear errors for invalid settings. Pure CPU: candidates are synthetic.
+
+use glmw::sample::{Sampler, SamplerOptions};
+
+fn opts(temperature: f32, top_k: usize) -> SamplerOptions {
+    SamplerOptions {
+        temperature,
+        top_k,
+        top_p: 1.0,
+        min_p: 0.0,
+        seed: 7,
+        ..Default::default()
+    }
+}
+
+fn cands(logits: &[f32]) -> Vec<(u32, f32)> {
+    logits
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32 * 3 + 1, l))
+        .collect()
+}
+
+#[test]
+fn same_seed_same_tokens_and_top_k_1_is_greedy() {
+    let c = cands(&[1.0, 0.9, 0.8, 0.5, 0.1]);
+    let draw = |seed: u64| -> Vec<u32> {
+        let mut s = Sampler::new(SamplerOptions {
+            seed,
+            ..opts(1.0, 0)
+        })
+        .unwrap();
+        (0..200).map(|_| s.sample(&c).unwrap()).collect()
+    };
+    assert_eq!(draw(1), draw(1));
+    assert_ne!(draw(1), draw(2));
+    let mut k1 = Sampler::new(opts(1.5, 1)).unwrap();
+    let mut greedy = Sampler::new(opts(0.0, 40)).unwrap();
+    assert_eq!(greedy.candidates(), 1);
+    for _ in 0..50 {
+        assert_eq!(k1.sample(&c).unwrap(), c[0].0);
+        assert_eq!(greedy.sample(&c).unwrap(), c[0].0);
+    }
+}
+
+#[test]
+fn temperature_draws_follow_the_softmax() {
+    let logits = [2.0f32, 1.0, 0.0, -1.0];
+    let c = cands(&logits);
+    for t in [0.5f32, 1.0, 2.0] {
+        let mut s = Sampler::new(opts(t, 0)).unwrap();
+        let n = 40_000;
+        let mut counts = [0usize; 4];
+        for _ in 0..n {
+            let id = s.sample(&c).unwrap();
+            counts[c.iter().position(|x| x.0 == id).unwrap()] += 1;
+        }
+        let z: f64 = logits.iter().map(|&l| (l as f64 / t as f64).exp()).sum();
+        for (i, &l) in logits.iter().enumerate() {
+            let want = (l as f64 / t as f64).exp() / z;
+            let got = counts[i] as f64 / n as f64;
+            // ~5 standard deviations of a binomial proportion at n = 40000.
+            let tol = 5.0 * (want * (1.0 - want) / n as f64).sqrt() + 1e-3;
+            assert!(
+                (got - want).abs() < tol,
+                "T {t}: token {i}: {got:.4} vs {want:.4}"
+            );
+        }
+    }
+}
+
+#[test]
+fn penalties_and_min_p() {
+    let c = vec![(5u32, 2.0f32), (7, 1.9), (9, -1.0)];
+    let greedy = |o: SamplerOptions, seen: &[u32]| {
+        let mut s = Sampler::new(o).unwrap();
+        seen.iter().for_each(|&t| s.accept(t));
+        s.sample(&c).unwrap()
+    };
+    let g = opts(0.0, 1);
+    assert_eq!(greedy(g, &[5]), 5, "no penalty");
+    let rep = SamplerOptions {
+        repeat_penalty: 1.5,
+        ..g
+    };
+    assert_eq!(greedy(rep, &[5]), 7, "2.0 / 1.5 falls below 1.9");
+    assert_eq!(
+        Sampler::new(rep).unwrap().candidates(),
+        64,
+        "penalties need every candidate"
+    );
+    let pres = SamplerOptions {
+        presence_penalty: 0.2,
+        ..g
+    };
+    assert_eq!(greedy(pres, &[5]), 7);
+    let freq = SamplerOptions {
+        frequency_penalty: 0.06,
+        ..g
+    };
+    assert_eq!(greedy(freq, &[5]), 5, "one occurrence: 1.94 still wins");
+    assert_eq!(greedy(freq, &[5, 5]), 7, "two: 1.88 loses");
+    let window = SamplerOptions {
+        repeat_last_n: 1,
+        ..rep
+    };
+    assert_eq!(greedy(window, &[5, 9]), 5, "5 left the window");
+    // min-p 0.5 at T = 1: 7 (e^-0.1 = 0.90 of the best) stays, 9 never drawn.
+    let mut s = Sampler::new(SamplerOptions {
+        min_p: 0.5,
+        ..opts(1.0, 0)
+    })
+    .unwrap();
+    let draws: Vec<u32> = (0..2000).map(|_| s.sample(&c).unwrap()).collect();
+    assert!(draws.contains(&7) && !draws.contains(&9));
+}
+
+#[test]
+fn invalid_settings_are_clear_errors() {
+    let bad = [
+        (
+            SamplerOptions {
+                temperature: -0.1,
+                ..opts(1.0, 0)
+            },
+            "temperature",
+        ),
+        (
+            SamplerOptions {
+                temperature: f32::NAN,
+                ..opts(1.0, 0)
+            },
+            "temperature",
+        ),
+        (
+            SamplerOptions {
+                top_p: 0.0,
+                ..opts(1.0, 0)
+            },
+            "top-p",
+        ),
+        (
+            SamplerOptions {
+                top_p: 1.5,
+                ..opts(1.0, 0)
+            },
+            "top-p",
+        ),
+        (
+            SamplerOptions {
+                min_p: -0.1,
+                ..opts(1.0, 0)
+            },
+            "min-p",
+        ),
+        (
+            SamplerOptions {
+                repeat_penalty: 0.0,
+                ..opts(1.0, 0)
+            },
+            "repeat penalty",
+        ),
+        (
+            SamplerOptions {
+                frequency_penalty: f32::INFINITY,
+                ..opts(1.0, 0)
+            },
+            "penalties",
+        ),
+        (opts(1.0, 65), "top-k"),
+    ];
+    for (o, needle) in bad {
+        let e = Sampler::new(o).err().expect("must be rejected").to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+}
