@@ -92,9 +92,7 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
                         Json::Obj(
                             special
                                 .iter()
-                                .map(|(k, v)| {
-                                    (k.to_string(), v.map_or(Json::Null, |v| Json::num(v)))
-                                })
+                                .map(|(k, v)| (k.to_string(), v.map_or(Json::Null, Json::num)))
                                 .collect(),
                         ),
                     ),

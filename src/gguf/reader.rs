@@ -482,12 +482,12 @@ impl<'a> Cursor<'a> {
         let n = self.u64(what)?;
         if n > cap {
             return Err(Error::gguf(
-                at as u64,
+                at,
                 format!("{what} {n} exceeds the limit of {cap}"),
             ));
         }
         if n > (self.buf.len() - self.pos) as u64 {
-            return Err(Error::gguf(at as u64, format!("{what} {n} is larger than the rest of the file; the file is truncated or corrupt")));
+            return Err(Error::gguf(at, format!("{what} {n} is larger than the rest of the file; the file is truncated or corrupt")));
         }
         Ok(n)
     }
@@ -497,7 +497,7 @@ impl<'a> Cursor<'a> {
         let len = self.u64(what)?;
         if len > MAX_STRING {
             return Err(Error::gguf(
-                at as u64,
+                at,
                 format!("{what} length {len} exceeds the limit of {MAX_STRING}"),
             ));
         }
@@ -509,7 +509,7 @@ impl<'a> Cursor<'a> {
     fn value_type(&mut self, what: &str) -> Result<ValueType> {
         let at = self.pos as u64;
         let id = self.u32(what)?;
-        ValueType::from_id(id).ok_or_else(|| Error::gguf(at as u64, format!("unknown {what} {id}")))
+        ValueType::from_id(id).ok_or_else(|| Error::gguf(at, format!("unknown {what} {id}")))
     }
 
     fn value(&mut self, ty: ValueType, depth: u32) -> Result<Value> {
@@ -530,7 +530,7 @@ impl<'a> Cursor<'a> {
                 1 => Value::Bool(true),
                 b => {
                     return Err(Error::gguf(
-                        at as u64,
+                        at,
                         format!("bool value {b} is neither 0 nor 1"),
                     ))
                 }
@@ -539,7 +539,7 @@ impl<'a> Cursor<'a> {
             ValueType::Array => {
                 if depth >= MAX_ARRAY_DEPTH {
                     return Err(Error::gguf(
-                        at as u64,
+                        at,
                         format!("arrays nested deeper than {MAX_ARRAY_DEPTH}"),
                     ));
                 }

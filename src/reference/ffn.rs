@@ -84,7 +84,7 @@ pub fn route(logits: &[f32], bias: Option<&[f32]>, c: &Config) -> (Vec<usize>, V
     let mut w: Vec<f32> = sel.iter().map(|&e| probs[e]).collect();
     if c.expert_weights_norm {
         let sum: f32 = w.iter().sum();
-        w.iter_mut().for_each(|v| *v /= sum.max(6.103515625e-5));
+        w.iter_mut().for_each(|v| *v /= sum.max(6.103_515_6e-5));
     }
     w.iter_mut().for_each(|v| *v *= c.expert_weights_scale);
     (sel, w)
