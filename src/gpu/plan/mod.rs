@@ -12,12 +12,15 @@
 //! gate+up, shared down (+ residual). The output head adds rms_norm, the
 //! head matvec and two top-k passes.
 
+mod builder;
+
 use super::context::Gpu;
 use super::kernels::{Kernel, Pipelines};
-use super::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
+use super::ops::{self, Dispatch, MatvecMode};
 use super::weights::{Matrix, Uploader};
 use crate::error::{Error, Result};
 use crate::model::{ExpertsGateUp, Ffn, Gating, Model, QProj};
+use builder::{Builder, Mv};
 
 /// Most candidates the top-k passes can return per token.
 pub const MAX_CANDIDATES: usize = 64;
@@ -68,115 +71,6 @@ pub struct Plan {
     pub io: Io,
     /// Kept for their buffers' lifetime and for inspection.
     pub matrices: Vec<Matrix>,
-}
-
-struct Builder<'a> {
-    gpu: &'a Gpu,
-    pipes: &'a Pipelines,
-    out: Vec<Dispatch>,
-    eps: f32,
-    dummy: wgpu::Buffer,
-    zero_id: wgpu::Buffer,
-}
-
-/// What one matvec reads and writes, besides the matrix.
-struct Mv<'a> {
-    mode: MatvecMode,
-    norm: Option<&'a wgpu::Buffer>,
-    accum: bool,
-    x: &'a wgpu::Buffer,
-    y: &'a wgpu::Buffer,
-    sel: Option<(&'a wgpu::Buffer, &'a wgpu::Buffer)>,
-    slots: u32,
-    x_stride: u32,
-    y_stride: u32,
-    /// Merge attention splits into x first: (their (m, l) buffer, splits
-    /// per head).
-    combine: Option<(&'a wgpu::Buffer, u32)>,
-}
-
-impl<'a> Mv<'a> {
-    fn plain(x: &'a wgpu::Buffer, y: &'a wgpu::Buffer) -> Mv<'a> {
-        Mv {
-            mode: MatvecMode::Plain,
-            norm: None,
-            accum: false,
-            x,
-            y,
-            sel: None,
-            slots: 1,
-            x_stride: 0,
-            y_stride: 0,
-            combine: None,
-        }
-    }
-}
-
-impl Builder<'_> {
-    fn uniform<T: bytemuck::Pod>(&self, label: &str, p: &T) -> wgpu::Buffer {
-        self.gpu.uniform(label, p)
-    }
-
-    fn push(
-        &mut self,
-        label: String,
-        k: Kernel,
-        bufs: &[&wgpu::Buffer],
-        wg: [u32; 3],
-    ) -> Result<()> {
-        let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, wg)?.named(label);
-        self.out.push(d);
-        Ok(())
-    }
-
-    /// One dispatch per part of `m`.
-    fn matvec(&mut self, m: &Matrix, v: Mv) -> Result<()> {
-        for part in &m.parts {
-            let params = MatvecParams {
-                rows: part.rows,
-                units: m.units,
-                mat_units: m.mat_units(part),
-                // MODE 2 sums over the slots; COMBINE over a head's splits.
-                n_slot: v.combine.map_or(v.slots, |c| c.1),
-                x_stride: v.x_stride,
-                y_stride: v.y_stride,
-                y_off: part.row0,
-                eps: self.eps,
-            };
-            let spec = MatvecSpec {
-                format: m.format,
-                mode: v.mode,
-                norm: v.norm.is_some(),
-                accum: v.accum,
-                combine: v.combine.is_some(),
-                params,
-                slots: v.slots,
-            };
-            let pb = self.uniform(&m.name, &params);
-            let (sel, sel_w) = v.sel.unwrap_or((&self.zero_id, &self.dummy));
-            let bufs = MatvecBuffers {
-                params: &pb,
-                x: v.x,
-                g: v.combine.map(|c| c.0).or(v.norm).unwrap_or(&self.dummy),
-                y: v.y,
-                sel,
-                sel_w,
-                weights: &part.buffers,
-            };
-            let d = ops::matvec(self.gpu, self.pipes, &spec, &bufs)?;
-            // Routed experts read only the selected matrices.
-            let frac = match v.sel {
-                Some(_) => v.slots.min(m.n_mat) as f64 / m.n_mat as f64,
-                None => 1.0,
-            };
-            let bytes: u64 = part.buffers.iter().map(|b| b.size()).sum();
-            let d = d
-                .named(m.name.trim_end_matches(".weight"))
-                .reading((bytes as f64 * frac) as u64);
-            self.out.push(d);
-        }
-        Ok(())
-    }
 }
 
 /// Weight bytes the plan uploads (for the progress bar).

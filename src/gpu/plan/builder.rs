@@ -1,0 +1,118 @@
+//! The plan builder's helpers: `Builder` collects dispatches, and `Mv`
+//! says what one matvec reads and writes; `Builder::matvec` turns a matrix
+//! (one dispatch per part) and an `Mv` into dispatches with their params.
+
+use crate::error::Result;
+use crate::gpu::context::Gpu;
+use crate::gpu::kernels::{Kernel, Pipelines};
+use crate::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
+use crate::gpu::weights::Matrix;
+
+pub(super) struct Builder<'a> {
+    pub(super) gpu: &'a Gpu,
+    pub(super) pipes: &'a Pipelines,
+    pub(super) out: Vec<Dispatch>,
+    pub(super) eps: f32,
+    pub(super) dummy: wgpu::Buffer,
+    pub(super) zero_id: wgpu::Buffer,
+}
+
+/// What one matvec reads and writes, besides the matrix.
+pub(super) struct Mv<'a> {
+    pub(super) mode: MatvecMode,
+    pub(super) norm: Option<&'a wgpu::Buffer>,
+    pub(super) accum: bool,
+    pub(super) x: &'a wgpu::Buffer,
+    pub(super) y: &'a wgpu::Buffer,
+    pub(super) sel: Option<(&'a wgpu::Buffer, &'a wgpu::Buffer)>,
+    pub(super) slots: u32,
+    pub(super) x_stride: u32,
+    pub(super) y_stride: u32,
+    /// Merge attention splits into x first: (their (m, l) buffer, splits
+    /// per head).
+    pub(super) combine: Option<(&'a wgpu::Buffer, u32)>,
+}
+
+impl<'a> Mv<'a> {
+    pub(super) fn plain(x: &'a wgpu::Buffer, y: &'a wgpu::Buffer) -> Mv<'a> {
+        Mv {
+            mode: MatvecMode::Plain,
+            norm: None,
+            accum: false,
+            x,
+            y,
+            sel: None,
+            slots: 1,
+            x_stride: 0,
+            y_stride: 0,
+            combine: None,
+        }
+    }
+}
+
+impl Builder<'_> {
+    pub(super) fn uniform<T: bytemuck::Pod>(&self, label: &str, p: &T) -> wgpu::Buffer {
+        self.gpu.uniform(label, p)
+    }
+
+    pub(super) fn push(
+        &mut self,
+        label: String,
+        k: Kernel,
+        bufs: &[&wgpu::Buffer],
+        wg: [u32; 3],
+    ) -> Result<()> {
+        let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, wg)?.named(label);
+        self.out.push(d);
+        Ok(())
+    }
+
+    /// One dispatch per part of `m`.
+    pub(super) fn matvec(&mut self, m: &Matrix, v: Mv) -> Result<()> {
+        for part in &m.parts {
+            let params = MatvecParams {
+                rows: part.rows,
+                units: m.units,
+                mat_units: m.mat_units(part),
+                // MODE 2 sums over the slots; COMBINE over a head's splits.
+                n_slot: v.combine.map_or(v.slots, |c| c.1),
+                x_stride: v.x_stride,
+                y_stride: v.y_stride,
+                y_off: part.row0,
+                eps: self.eps,
+            };
+            let spec = MatvecSpec {
+                format: m.format,
+                mode: v.mode,
+                norm: v.norm.is_some(),
+                accum: v.accum,
+                combine: v.combine.is_some(),
+                params,
+                slots: v.slots,
+            };
+            let pb = self.uniform(&m.name, &params);
+            let (sel, sel_w) = v.sel.unwrap_or((&self.zero_id, &self.dummy));
+            let bufs = MatvecBuffers {
+                params: &pb,
+                x: v.x,
+                g: v.combine.map(|c| c.0).or(v.norm).unwrap_or(&self.dummy),
+                y: v.y,
+                sel,
+                sel_w,
+                weights: &part.buffers,
+            };
+            let d = ops::matvec(self.gpu, self.pipes, &spec, &bufs)?;
+            // Routed experts read only the selected matrices.
+            let frac = match v.sel {
+                Some(_) => v.slots.min(m.n_mat) as f64 / m.n_mat as f64,
+                None => 1.0,
+            };
+            let bytes: u64 = part.buffers.iter().map(|b| b.size()).sum();
+            let d = d
+                .named(m.name.trim_end_matches(".weight"))
+                .reading((bytes as f64 * frac) as u64);
+            self.out.push(d);
+        }
+        Ok(())
+    }
+}
