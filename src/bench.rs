@@ -359,6 +359,10 @@ pub fn micro(
             e.reset();
             let pos = ctx.map_or(0, |c| c.saturating_sub(1));
             e.jump_to(pos)?;
+            // Whole tokens first: a GPU left idle drops its clock (an H200
+            // sat at 345 MHz between single dispatches), and decode runs
+            // at full clock.
+            e.time_range(0..n_disp, 3)?;
             e.time_range(i..i + 1, 4)?;
             let us = stats(&e.time_range(i..i + 1, count)?).median / 1e3;
             let bytes = match ctx {
