@@ -326,3 +326,53 @@ fn generate_stops_at_a_stop_string() {
     a.push("--json");
     assert!(ok(&a).contains("\"stop\":\"stop string\""));
 }
+
+#[test]
+fn perplexity_gpu_matches_cpu_reference() {
+    let m = common::tiny_model().to_str().unwrap();
+    let dir = common::temp_dir("cli-ppl");
+    let f = dir.join("text.txt");
+    let words = [
+        "the", "water", "of", "time", "people", "and", "long", "sound",
+    ];
+    let body: Vec<&str> = (0..110)
+        .map(|i| words[(i * 7 + i / 3) % words.len()])
+        .collect();
+    std::fs::write(&f, body.join(" ")).unwrap();
+    let f = f.to_str().unwrap();
+    let ppl = |backend: &str| -> f64 {
+        let j = ok(&[
+            "perplexity",
+            "-m",
+            m,
+            "-f",
+            f,
+            "--ctx",
+            "32",
+            "--backend",
+            backend,
+            "--json",
+        ]);
+        has_all(
+            &j,
+            &["ppl", "ppl_err", "n_chunks", "tokens_scored", "running"],
+        );
+        j.split("\"ppl\":")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (cpu, gpu) = (ppl("cpu"), ppl("gpu"));
+    // The GPU's f16 KV cache is the only difference that matters here.
+    assert!(
+        (gpu / cpu - 1.0).abs() < 1e-3,
+        "GPU perplexity {gpu} vs CPU {cpu}"
+    );
+    assert!(cpu > 1.0 && cpu.is_finite());
+    let o = glmw(&["perplexity", "-m", m, "-f", f, "--ctx", "100000"]);
+    assert!(!o.status.success() && text(&o.stderr).contains("two windows"));
+}

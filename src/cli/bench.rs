@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::json::Json;
-use super::Backend;
+use super::DeviceArgs;
 use glmw::bench::{self, Stats};
 use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::Gpu;
@@ -50,12 +50,8 @@ pub struct BenchArgs {
     /// Context lengths for the attention rows (micro).
     #[arg(long, value_delimiter = ',', default_value = "512,4096,16384")]
     pub contexts: Vec<usize>,
-    /// GPU backend: auto picks the best adapter; metal, vulkan, dx12, gl force one.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: Backend,
-    /// Use the shared-memory kernels even where the GPU has subgroups.
-    #[arg(long)]
-    pub no_subgroups: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -121,7 +117,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         "micro" => a.contexts.iter().copied().max().unwrap_or(1),
         _ => (max_depth + 1).max(4096.min(c.n_ctx_train.max(1))),
     });
-    let gpu_opts = a.backend.gpu(a.no_subgroups).ok_or_else(|| {
+    let gpu_opts = a.device.backend.gpu(a.device.no_subgroups).ok_or_else(|| {
         Error::InvalidArgument(
             "bench measures the GPU engine; --backend cpu is only for `glmw logits`".into(),
         )

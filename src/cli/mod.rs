@@ -4,6 +4,7 @@
 mod bench;
 mod generate;
 mod json;
+mod perplexity;
 mod progress;
 mod tools;
 
@@ -53,6 +54,18 @@ impl Backend {
             no_subgroups,
         })
     }
+}
+
+/// Where a GPU command runs (shared by generate, perplexity and bench).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct DeviceArgs {
+    /// auto (or gpu) picks the best adapter; metal, vulkan, dx12, gl force
+    /// one; cpu runs the CPU reference where the command supports it.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: Backend,
+    /// Use the shared-memory kernels even where the GPU has subgroups.
+    #[arg(long)]
+    pub no_subgroups: bool,
 }
 
 #[derive(Subcommand)]
@@ -175,13 +188,27 @@ enum Command {
         /// this many [default: 4096, or the model's training context if shorter].
         #[arg(long)]
         ctx: Option<usize>,
-        /// GPU backend: auto picks the best adapter; metal, vulkan, dx12, gl force one.
-        #[arg(long, value_enum, default_value = "auto")]
-        backend: Backend,
-        /// Use the shared-memory kernels even where the GPU has subgroups.
-        #[arg(long)]
-        no_subgroups: bool,
+        #[command(flatten)]
+        device: DeviceArgs,
         /// Print one JSON record (text, token ids, timings) instead of streaming.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Perplexity of a text file, as llama-perplexity computes it (windows of
+    /// --ctx tokens, the second half of each scored).
+    Perplexity {
+        /// Path to a GGUF model file.
+        #[arg(long, short)]
+        model: PathBuf,
+        /// The text to score (UTF-8; special-token text is taken as plain text).
+        #[arg(long, short)]
+        file: PathBuf,
+        /// Window length in tokens; the text needs at least two windows.
+        #[arg(long, default_value_t = 512)]
+        ctx: usize,
+        #[command(flatten)]
+        device: DeviceArgs,
+        /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -270,10 +297,9 @@ pub fn main() -> i32 {
             stop,
             seed,
             ctx,
-            backend,
-            no_subgroups,
+            device,
             json,
-        } => match backend.gpu(no_subgroups) {
+        } => match device.backend.gpu(device.no_subgroups) {
             None => Err(glmw::Error::InvalidArgument(
                 "generate runs on a GPU; --backend cpu is only for `glmw logits`".into(),
             )),
@@ -308,6 +334,13 @@ pub fn main() -> i32 {
         } => tools::synth(&preset, &output, seed),
         Command::Devices { json } => tools::devices(json),
         Command::Bench(args) => bench::bench(&args),
+        Command::Perplexity {
+            model,
+            file,
+            ctx,
+            device,
+            json,
+        } => perplexity::perplexity(&model, &file, ctx, device, json),
     };
     match result {
         Ok(()) => 0,
