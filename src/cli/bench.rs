@@ -108,12 +108,18 @@ fn stats_text(s: &Stats) -> String {
 }
 
 pub fn bench(a: &BenchArgs) -> Result<()> {
+    if a.count == 0 || a.rounds == 0 {
+        return Err(Error::InvalidArgument(
+            "--count and --rounds must be at least 1".into(),
+        ));
+    }
     let (path, _temp) = model_path(a)?;
     let model = Model::open(&path)?;
     let c = &model.config;
     let max_depth = a.depth.iter().copied().max().unwrap_or(0);
     let n_ctx = a.ctx.unwrap_or(match a.tier.as_str() {
-        "model" => (a.prompt_len + a.gen).max(max_depth + a.gen) + 1,
+        // + warm-up and profiled tokens
+        "model" => (a.prompt_len + a.gen).max(max_depth + a.gen) + 8,
         "micro" => a.contexts.iter().copied().max().unwrap_or(1),
         _ => (max_depth + 1).max(4096.min(c.n_ctx_train.max(1))),
     });
