@@ -7,6 +7,7 @@
 //! The library reads no environment variables; all configuration is typed.
 
 pub mod bench;
+pub mod chat;
 pub mod engine;
 pub mod error;
 pub mod gguf;

@@ -376,3 +376,30 @@ fn perplexity_gpu_matches_cpu_reference() {
     let o = glmw(&["perplexity", "-m", m, "-f", f, "--ctx", "100000"]);
     assert!(!o.status.success() && text(&o.stderr).contains("two windows"));
 }
+
+#[test]
+fn chat_reads_turns_from_stdin() {
+    use std::io::Write;
+    let m = common::tiny_model().to_str().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glmw"))
+        .args(["chat", "-m", m, "-n", "6", "--temp", "0", "--ctx", "40"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run glmw chat");
+    let turns = "Hello\nAnd more\n/reset\nAgain\nfour\nfive\nsix\nseven\n/exit\nnot read\n";
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(turns.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("[conversation reset]"), "{err}");
+    // 40 tokens of context fill up within the turns after the reset.
+    assert!(err.contains("context full"), "{err}");
+    assert!(text(&o.stdout).lines().count() >= 3);
+}

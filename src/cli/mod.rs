@@ -2,6 +2,7 @@
 //! one line on stderr, exit status 1 (clap's own usage errors exit 2).
 
 mod bench;
+mod chat;
 mod generate;
 mod json;
 mod perplexity;
@@ -194,6 +195,34 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Talk to the model: each line on stdin is a user turn; replies stream
+    /// back and earlier turns stay in the KV cache. /reset starts over,
+    /// /exit quits, Ctrl-C stops the current reply.
+    Chat {
+        /// Path to a GGUF model file.
+        #[arg(long, short)]
+        model: PathBuf,
+        /// A system message to start the conversation with.
+        #[arg(long)]
+        system: Option<String>,
+        /// Answer without a thinking section (GLM's <think> is on by default).
+        #[arg(long)]
+        no_think: bool,
+        /// Most tokens per reply.
+        #[arg(long, short = 'n', default_value_t = 1024)]
+        n_predict: usize,
+        /// Context length in tokens [default: 4096, or the model's training context if shorter].
+        #[arg(long)]
+        ctx: Option<usize>,
+        /// Sampling temperature; 0 is greedy.
+        #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+        temp: f32,
+        /// Random seed for sampling (default: from the clock).
+        #[arg(long)]
+        seed: Option<u64>,
+        #[command(flatten)]
+        device: DeviceArgs,
+    },
     /// Perplexity of a text file, as llama-perplexity computes it (windows of
     /// --ctx tokens, the second half of each scored).
     Perplexity {
@@ -334,6 +363,28 @@ pub fn main() -> i32 {
         } => tools::synth(&preset, &output, seed),
         Command::Devices { json } => tools::devices(json),
         Command::Bench(args) => bench::bench(&args),
+        Command::Chat {
+            model,
+            system,
+            no_think,
+            n_predict,
+            ctx,
+            temp,
+            seed,
+            device,
+        } => chat::chat(&chat::ChatArgs {
+            model: &model,
+            system,
+            thinking: !no_think,
+            n_predict,
+            n_ctx: ctx,
+            sampling: glmw::sample::SamplerOptions {
+                temperature: temp,
+                seed: seed.unwrap_or_else(clock_seed),
+                ..Default::default()
+            },
+            device,
+        }),
         Command::Perplexity {
             model,
             file,

@@ -1,0 +1,85 @@
+//! Multi-turn chat through the library on the tiny model (lavapipe in CI):
+//! the second turn feeds only its own text, the cache then matches a fresh
+//! engine fed the whole history, and a reply can be cancelled.
+
+mod common;
+
+use glmw::chat::{Chat, Stop};
+use glmw::engine::{Engine, EngineOptions};
+use glmw::model::Model;
+use glmw::sample::SamplerOptions;
+use glmw::tokenizer::Tokenizer;
+
+fn greedy() -> SamplerOptions {
+    SamplerOptions {
+        temperature: 0.0,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn second_turn_feeds_only_its_own_text() {
+    let model = Model::open(common::tiny_model()).unwrap();
+    let tok = Tokenizer::from_gguf(&model.file).unwrap();
+    let opts = EngineOptions {
+        n_ctx: 256,
+        ..Default::default()
+    };
+    let engine = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let mut chat = Chat::new(engine, &tok, greedy(), Some("Be brief.".into()), true).unwrap();
+    let mut streamed = String::new();
+    let r1 = chat
+        .send("Hello there", 12, &mut |p| {
+            streamed.push_str(p);
+            true
+        })
+        .unwrap();
+    assert_eq!(streamed, r1.text);
+    let first = tok
+        .encode(
+            "[gMASK]<sop><|system|>Be brief.<|user|>Hello there<|assistant|><think>",
+            true,
+        )
+        .unwrap();
+    assert_eq!(r1.prefilled, first.len());
+    let before = chat.history().len();
+    let r2 = chat.send("And then?", 8, &mut |_| true).unwrap();
+    let delta = tok
+        .encode("<|user|>And then?<|assistant|><think>", true)
+        .unwrap();
+    assert_eq!(r2.prefilled, delta.len(), "turn 2 re-fed earlier turns");
+    assert_eq!(&chat.history()[before..before + delta.len()], &delta[..]);
+
+    // The chat's cache state equals a fresh engine fed the whole history.
+    let mut fresh = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let mut last = Vec::new();
+    for &t in chat.history() {
+        last = fresh.step(t).unwrap();
+    }
+    assert_eq!(last[0].0, chat.candidates()[0].0);
+}
+
+#[test]
+fn a_reply_can_be_cancelled() {
+    let model = Model::open(common::tiny_model()).unwrap();
+    let tok = Tokenizer::from_gguf(&model.file).unwrap();
+    let opts = EngineOptions {
+        n_ctx: 128,
+        ..Default::default()
+    };
+    let engine = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let mut chat = Chat::new(engine, &tok, greedy(), None, false).unwrap();
+    let mut n = 0;
+    let r = chat
+        .send("Hi", 50, &mut |_| {
+            n += 1;
+            n < 3
+        })
+        .unwrap();
+    if r.stop != Stop::EndOfTurn {
+        assert_eq!(r.stop, Stop::Cancelled);
+        assert_eq!(r.tokens.len(), 3);
+    }
+    chat.reset().unwrap();
+    assert!(chat.history().is_empty());
+}
