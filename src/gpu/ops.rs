@@ -130,7 +130,7 @@ pub enum MatvecMode {
     Plain,
     /// silu(gate)·up of the matrix chosen by `sel[z]`.
     GateUp,
-    /// Σ_k sel_w[k]·W_{sel[k]}·x_k (experts' down with the combine).
+    /// `Σ_k sel_w[k]·W_{sel[k]}·x_k` (experts' down with the combine).
     WeightedSum,
 }
 

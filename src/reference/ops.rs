@@ -12,7 +12,7 @@ use crate::quant;
 const PARALLEL_MIN_WEIGHTS: usize = 1 << 18;
 
 /// y = W · x for one 2-D slice of `t` (`slice` selects the expert of a 3-D
-/// tensor; 0 for matrices): y[r] = Σ_k W[r][k] · x[k], rows along ne1.
+/// tensor; 0 for matrices): `y[r] = Σ_k W[r][k] · x[k]`, rows along ne1.
 pub fn matvec(f: &GgufFile, t: &TensorInfo, slice: usize, x: &[f32]) -> Result<Vec<f32>> {
     let cols = t.ne(0) as usize;
     let rows = t.ne(1) as usize;
