@@ -101,7 +101,7 @@ pub fn repack_q8_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
 }
 
 /// Pad each 210-byte Q6_K super-block to 212 bytes so every block starts on
-/// a word (shaders/q6_k.wgsl reads it as array<u32>).
+/// a word (shaders/q6_k.wgsl reads it as `array<u32>`).
 pub fn pad_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
     let n = whole(blocks, 210, "Q6_K")?;
     let mut out = vec![0u8; 212 * n];
