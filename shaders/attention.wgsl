@@ -40,14 +40,6 @@ struct Params {
     _pad2: u32,
 }
 
-struct Step {
-    pos: u32,
-    n_pos: u32,
-    n_split: u32,
-    _pad: u32,
-    rope: array<vec4<f32>, 64>,
-}
-
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> q_abs: array<f32>;

@@ -3,14 +3,9 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn glmw(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glmw"))
-        .args(args)
-        .output()
-        .expect("run glmw")
-}
+use common::glmw;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

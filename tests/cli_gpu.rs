@@ -5,14 +5,9 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn glmw(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glmw"))
-        .args(args)
-        .output()
-        .expect("run glmw")
-}
+use common::glmw;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

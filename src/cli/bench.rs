@@ -123,11 +123,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         "micro" => a.contexts.iter().copied().max().unwrap_or(1),
         _ => (max_depth + 1).max(4096.min(c.n_ctx_train.max(1))),
     });
-    let gpu_opts = a.device.backend.gpu(a.device.no_subgroups).ok_or_else(|| {
-        Error::InvalidArgument(
-            "bench measures the GPU engine; --backend cpu is only for `glmw logits`".into(),
-        )
-    })?;
+    let gpu_opts = a.device.gpu_only("bench")?;
     let gpu = Gpu::new(gpu_opts)?;
     let opts = EngineOptions {
         n_ctx,

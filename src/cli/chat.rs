@@ -53,9 +53,7 @@ fn io_err(e: std::io::Error) -> Error {
 }
 
 pub fn chat(a: &ChatArgs) -> Result<()> {
-    let gpu_opts = a.device.backend.gpu(a.device.no_subgroups).ok_or_else(|| {
-        Error::InvalidArgument("chat runs on a GPU; --backend cpu is only for `glmw logits`".into())
-    })?;
+    let gpu_opts = a.device.gpu_only("chat")?;
     let model = Model::open(a.model)?;
     let tok = Tokenizer::from_gguf(&model.file)?;
     let n_ctx = a

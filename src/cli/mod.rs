@@ -69,6 +69,17 @@ pub struct DeviceArgs {
     pub no_subgroups: bool,
 }
 
+impl DeviceArgs {
+    /// The GPU options for `command`, which has no CPU path.
+    pub fn gpu_only(&self, command: &str) -> glmw::Result<glmw::gpu::GpuOptions> {
+        self.backend.gpu(self.no_subgroups).ok_or_else(|| {
+            glmw::Error::InvalidArgument(format!(
+                "{command} runs on a GPU; --backend cpu is only for `glmw logits` and `glmw perplexity`"
+            ))
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Print a model's architecture, hyperparameters, tensor types and tokenizer.
@@ -328,12 +339,9 @@ pub fn main() -> i32 {
             ctx,
             device,
             json,
-        } => match device.backend.gpu(device.no_subgroups) {
-            None => Err(glmw::Error::InvalidArgument(
-                "generate runs on a GPU; --backend cpu is only for `glmw logits`".into(),
-            )),
-            Some(gpu) => generate::prompt_text(prompt, prompt_file.as_deref(), chat, !no_think)
-                .and_then(|prompt| {
+        } => device.gpu_only("generate").and_then(|gpu| {
+            generate::prompt_text(prompt, prompt_file.as_deref(), chat, !no_think).and_then(
+                |prompt| {
                     generate::generate(&generate::GenerateArgs {
                         model: &model,
                         prompt: &prompt,
@@ -354,8 +362,9 @@ pub fn main() -> i32 {
                         gpu,
                         json,
                     })
-                }),
-        },
+                },
+            )
+        }),
         Command::Synth {
             preset,
             output,

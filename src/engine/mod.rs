@@ -219,20 +219,27 @@ impl<'a> Engine<'a> {
             &self.model.weights.token_embd,
             token as usize,
         )?;
+        self.gpu
+            .queue
+            .write_buffer(&io.x, 0, bytemuck::cast_slice(&emb));
+        self.write_step(self.pos);
+        Ok(())
+    }
+
+    /// Upload the step uniform (position, rope table, attention splits)
+    /// for a token at `pos`.
+    fn write_step(&self, pos: usize) {
+        let c = &self.model.config;
         let cs = cpu::rope_cos_sin(
-            self.pos,
+            pos,
             c.n_embd_head_qk_rope,
             c.rope_freq_base,
             c.yarn.as_ref(),
         );
-        let q = &self.gpu.queue;
-        q.write_buffer(&io.x, 0, bytemuck::cast_slice(&emb));
-        q.write_buffer(
-            &io.step,
-            0,
-            bytemuck::bytes_of(&ops::Step::new(self.pos, &cs)),
-        );
-        Ok(())
+        let step = ops::Step::new(pos, &cs);
+        self.gpu
+            .queue
+            .write_buffer(&self.plan.io.step, 0, bytemuck::bytes_of(&step));
     }
 
     /// The whole plan, the candidate copies and optionally the logits copy

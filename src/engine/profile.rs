@@ -79,15 +79,7 @@ impl<'a> Engine<'a> {
                 self.plan.dispatches.len()
             )));
         }
-        let c = &self.model.config;
-        let cs = crate::reference::ops::rope_cos_sin(
-            self.pos,
-            c.n_embd_head_qk_rope,
-            c.rope_freq_base,
-            c.yarn.as_ref(),
-        );
-        let step = crate::gpu::ops::Step::new(self.pos.min(self.n_ctx - 1), &cs);
-        self.plan.io.write_step(&self.gpu.queue, &step);
+        self.write_step(self.pos.min(self.n_ctx - 1));
         let seg = &self.plan.dispatches[range];
         match &self.timer {
             Some(t) => {

@@ -93,6 +93,7 @@ fn file(name: &str) -> &'static str {
         "q6_k.wgsl" => include_str!("../../shaders/q6_k.wgsl"),
         "kv_append.wgsl" => include_str!("../../shaders/kv_append.wgsl"),
         "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
+        "step.wgsl" => include_str!("../../shaders/step.wgsl"),
         "router.wgsl" => include_str!("../../shaders/router.wgsl"),
         "topk.wgsl" => include_str!("../../shaders/topk.wgsl"),
         "read_bandwidth.wgsl" => include_str!("../../shaders/read_bandwidth.wgsl"),

@@ -51,12 +51,12 @@ pub const KERNELS: &[KernelDef] = &[
     },
     KernelDef {
         name: "kv_append",
-        parts: &["kv_append.wgsl"],
+        parts: &["kv_append.wgsl", "step.wgsl"],
         overrides: &[],
     },
     KernelDef {
         name: "attention",
-        parts: &["attention.wgsl"],
+        parts: &["attention.wgsl", "step.wgsl"],
         overrides: &[],
     },
     KernelDef {

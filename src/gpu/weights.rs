@@ -138,7 +138,7 @@ impl<'a> Uploader<'a> {
     /// slices).
     pub fn matrix(&mut self, t: &TensorInfo) -> Result<Matrix> {
         let rows = t.ne(1) as usize;
-        let src = self.rows_of(t, 0, rows)?;
+        let src = self.rows_of(t, 0)?;
         self.build(
             &t.name,
             format_of(t)?,
@@ -160,14 +160,14 @@ impl<'a> Uploader<'a> {
             )));
         }
         let rows = gate.ne(1) as usize;
-        let srcs = [self.rows_of(gate, 0, rows)?, self.rows_of(up, 0, rows)?];
+        let srcs = [self.rows_of(gate, 0)?, self.rows_of(up, 0)?];
         self.build(name, f, gate, &srcs, rows, gate.ne(2) as usize, true)
     }
 
     /// A tensor already merged (`ffn_gate_up_exps`: 2·n_ff rows per expert).
     pub fn merged_gate_up(&mut self, t: &TensorInfo) -> Result<Matrix> {
         let rows = t.ne(1) as usize / 2;
-        let srcs = [self.rows_of(t, 0, rows)?, self.rows_of(t, rows, rows)?];
+        let srcs = [self.rows_of(t, 0)?, self.rows_of(t, rows)?];
         self.build(
             &t.name,
             format_of(t)?,
@@ -179,7 +179,7 @@ impl<'a> Uploader<'a> {
         )
     }
 
-    fn rows_of(&self, t: &TensorInfo, first: usize, _rows: usize) -> Result<Rows<'a>> {
+    fn rows_of(&self, t: &TensorInfo, first: usize) -> Result<Rows<'a>> {
         let row_bytes = t
             .ggml_type
             .row_bytes(t.ne(0))

@@ -65,3 +65,11 @@ pub fn randn(n: usize, std: f32, seed: u64) -> Vec<f32> {
         })
         .collect()
 }
+
+/// Run the `glmw` binary with `args`.
+pub fn glmw(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_glmw"))
+        .args(args)
+        .output()
+        .expect("run glmw")
+}

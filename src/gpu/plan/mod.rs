@@ -58,13 +58,6 @@ pub struct BlockRange {
     pub ffn: std::ops::Range<usize>,
 }
 
-impl Io {
-    /// Upload a token's step uniform.
-    pub fn write_step(&self, q: &wgpu::Queue, step: &ops::Step) {
-        q.write_buffer(&self.step, 0, bytemuck::bytes_of(step));
-    }
-}
-
 pub struct Plan {
     pub dispatches: Vec<Dispatch>,
     pub blocks: Vec<BlockRange>,
