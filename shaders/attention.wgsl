@@ -1,21 +1,22 @@
 // MLA attention over the latent cache, absorbed form, split over the
 // sequence (flash-decoding). For head h and split s, positions
 // [s·len, min((s+1)·len, n_pos)) with len = ceil(n_pos / n_split), n_split
-// from the step uniform (the host writes it per token; workgroups with
-// s >= n_split only mark their slot empty):
+// and n_pos from token z's step record (the host writes them per token;
+// workgroups with s >= n_split only mark their slot empty):
 //   score_t = (q_abs_h · c_t + rope(q_pe_h) · k_pe_t) · kq_scale
-//   m = max score, l = Σ exp(score − m), o = Σ exp(score − m) · c_t
-// written unnormalised for the attn_v_b matvec to merge (matvec.wgsl,
-// COMBINE).
+//   m = max score, l = Σ exp(score − m), o = Σ exp(score − m) · c_t / l
+// written as o and (m + ln l, 1) so that one split is already the answer
+// (prefill) and the attn_v_b matvec can merge several (matvec.wgsl,
+// COMBINE). Token z's inputs and outputs are offset by z whole rows.
 //
-// Bindings: 0 params (uniform), 1 step (uniform: n_pos, rope table),
-// 2 q_abs (array<f32>, n_head × n_kv), 3 q (array<f32>, n_head ×
-// (n_nope + n_rot), the q_b output: q_pe is its tail, roped here),
+// Bindings: 0 params (uniform), 1 steps (array<Step>: n_pos, rope table),
+// 2 q_abs (array<f32>, tokens × n_head × n_kv), 3 q (array<f32>, tokens ×
+// n_head × (n_nope + n_rot), the q_b output: q_pe is its tail, roped here),
 // 4 cache (array<vec4<u32>>, f16, rows of (n_kv + n_rot) / 2 words, a
 // multiple of 4),
-// 5 o (array<vec2<f32>>, n_head × split_stride × n_kv / 2),
-// 6 ml (array<vec2<f32>>, n_head × split_stride: (m, l)).
-// Dispatch: (split_stride, n_head, 1). Positions go TILE at a time: SEG =
+// 5 o (array<vec2<f32>>, tokens × n_head × split_stride × n_kv / 2),
+// 6 ml (array<vec2<f32>>, tokens × n_head × split_stride).
+// Dispatch: (split_stride, n_head, tokens). Positions go TILE at a time: SEG =
 // WG / TILE invocations per position for the scores, then for the values
 // groups of n_kv / 8 invocations, each owning 8 latent dims (one 16-byte
 // load per position), take every n_groups-th position; the groups' sums are
@@ -35,13 +36,13 @@ struct Params {
     scale: f32,
     // split slots per head in o and ml (the most splits there can be)
     split_stride: u32,
-    _pad0: u32,
+    n_head: u32,
     _pad1: u32,
     _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(1) var<storage, read> steps: array<Step>;
 @group(0) @binding(2) var<storage, read> q_abs: array<f32>;
 @group(0) @binding(3) var<storage, read> q: array<f32>;
 @group(0) @binding(4) var<storage, read> cache: array<vec4<u32>>;
@@ -57,8 +58,11 @@ var<workgroup> partial: array<vec4<f32>, 2u * WG>;
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let s = wid.x;
-    let h = wid.y;
-    if s >= step.n_split {
+    let z = wid.z;
+    let h = z * p.n_head + wid.y;
+    let n_split = steps[z].n_split;
+    let n_pos = steps[z].n_pos;
+    if s >= n_split {
         // Slots past this token's splits are marked empty for the combine
         // in attn_v_b's matvec, which reads every slot.
         if ids.lid == 0u {
@@ -68,9 +72,9 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     }
     let words = (p.n_kv + p.n_rot) / 2u;
     let kv_words = p.n_kv / 2u;
-    let len = (step.n_pos + step.n_split - 1u) / step.n_split;
+    let len = (n_pos + n_split - 1u) / n_split;
     let t0 = s * len;
-    let t1 = min(t0 + len, step.n_pos);
+    let t1 = min(t0 + len, n_pos);
     let slot = h * p.split_stride + s;
     if t0 >= t1 {
         if ids.lid == 0u {
@@ -87,7 +91,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
             let b = h * (p.n_nope + p.n_rot) + p.n_nope + 2u * i;
             let a = q[b];
             let c = q[b + 1u];
-            let cs = step.rope[i].xy;
+            let cs = steps[z].rope[i].xy;
             qs[w] = vec2<f32>(a * cs.x - c * cs.y, a * cs.y + c * cs.x);
         }
     }
@@ -162,12 +166,13 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
             hi += partial[2u * (gi * kv_vec4 + v) + 1u];
         }
         let base = slot * kv_words + 4u * v;
-        o[base] = lo.xy;
-        o[base + 1u] = lo.zw;
-        o[base + 2u] = hi.xy;
-        o[base + 3u] = hi.zw;
+        let inv = 1.0 / l;
+        o[base] = lo.xy * inv;
+        o[base + 1u] = lo.zw * inv;
+        o[base + 2u] = hi.xy * inv;
+        o[base + 3u] = hi.zw * inv;
     }
     if ids.lid == 0u {
-        ml[slot] = vec2<f32>(m, l);
+        ml[slot] = vec2<f32>(m + log(l), 1.0);
     }
 }

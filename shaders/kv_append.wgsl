@@ -1,10 +1,12 @@
-// Appends this token's row to one layer's latent KV cache:
-// row = [RMSNorm(ckv[0..n_kv]) · g ‖ rope(ckv[n_kv..n_kv + n_rot])] in f16.
+// Appends tokens' rows to one layer's latent KV cache: for token t,
+// row steps[t].pos = [RMSNorm(c[0..n_kv]) · g ‖ rope(c[n_kv..n_kv + n_rot])]
+// in f16, c = ckv[t·(n_kv + n_rot) ..].
 //
-// Bindings: 0 params (uniform), 1 step (uniform: position, rope table),
-// 2 ckv (array<f32>, kv_a_mqa output), 3 g (array<f32>, kv_a_norm),
-// 4 cache (array<u32>, n_ctx rows of (n_kv + n_rot) / 2 words, f16 pairs).
-// Dispatch: one workgroup. Invocation i owns cache words i, i + WG, …; a
+// Bindings: 0 params (uniform), 1 steps (array<Step>: position, rope
+// table), 2 ckv (array<f32>, kv_a_mqa output), 3 g (array<f32>,
+// kv_a_norm), 4 cache (array<u32>, n_ctx rows of (n_kv + n_rot) / 2 words,
+// f16 pairs).
+// Dispatch: one workgroup per token. Invocation i owns cache words i, i + WG, …; a
 // word holds two adjacent elements, which is exactly one rope pair in the
 // k_pe part (rope rotates pairs (2i, 2i+1)).
 
@@ -18,29 +20,32 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(1) var<storage, read> steps: array<Step>;
 @group(0) @binding(2) var<storage, read> ckv: array<f32>;
 @group(0) @binding(3) var<storage, read> g: array<f32>;
 @group(0) @binding(4) var<storage, read_write> cache: array<u32>;
 
 @compute @workgroup_size(WG)
-fn main(ids: Ids) {
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
+    let tok = wid.x;
+    let c0 = tok * (p.n_kv + p.n_rot);
     var ss = 0.0;
     for (var i = ids.lid; i < p.n_kv; i += WG) {
-        ss += ckv[i] * ckv[i];
+        let v = ckv[c0 + i];
+        ss += v * v;
     }
     let scale = inverseSqrt(wg_sum(ss, ids) / f32(p.n_kv) + p.eps);
     let row_words = (p.n_kv + p.n_rot) / 2u;
-    let base = step.pos * row_words;
+    let base = steps[tok].pos * row_words;
     for (var w = ids.lid; w < row_words; w += WG) {
         let e = 2u * w;
         var v: vec2<f32>;
         if e < p.n_kv {
-            v = vec2<f32>(ckv[e], ckv[e + 1u]) * scale * vec2<f32>(g[e], g[e + 1u]);
+            v = vec2<f32>(ckv[c0 + e], ckv[c0 + e + 1u]) * scale * vec2<f32>(g[e], g[e + 1u]);
         } else {
-            let a = ckv[e];
-            let b = ckv[e + 1u];
-            let cs = step.rope[(e - p.n_kv) / 2u].xy;
+            let a = ckv[c0 + e];
+            let b = ckv[c0 + e + 1u];
+            let cs = steps[tok].rope[(e - p.n_kv) / 2u].xy;
             v = vec2<f32>(a * cs.x - b * cs.y, a * cs.y + b * cs.x);
         }
         cache[base + w] = pack2x16float(v);

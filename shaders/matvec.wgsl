@@ -1,9 +1,10 @@
 // Decode matvec entry point, shared by every weight format. The host builds
-// it together with one format file (q4_0.wgsl, q8_0.wgsl, q5_k.wgsl,
-// q6_k.wgsl), which binds the weights at 6 (and 7) and defines
+// it together with one format file (f32.wgsl, q4_0.wgsl, q8_0.wgsl,
+// q5_k.wgsl, q6_k.wgsl), which binds the weights at 6 (and 7) and defines
 // `unit_dot(u, xo)`: the dot product of weight unit `u` (32 consecutive
 // weights of a row; units are numbered row-major over the whole buffer) with
-// x[4·xo .. 4·xo + 32] read through `xv`.
+// x[4·xo .. 4·xo + 32] read through `xv`, and `unit_load(u)` (the unit
+// dequantized, for matmul.wgsl).
 //
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (norm weight,
 // array<vec4<f32>>; only read when NORM), 3 y (array<f32>), 4 sel (selected
@@ -27,6 +28,9 @@
 //           splits (flash-decoding combine) into shared memory first.
 
 const WG: u32 = 256u;
+
+// A dequantized weight unit: weights 4i .. 4i + 4 in element i.
+alias Unit = array<vec4<f32>, 8>;
 
 override MODE: u32 = 0u;
 override NORM: bool = false;

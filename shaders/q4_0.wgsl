@@ -1,4 +1,4 @@
-// Q4_0 weights for matvec.wgsl, repacked at load (src/gpu/repack.rs): one
+// Q4_0 weights for matvec.wgsl and matmul.wgsl, repacked at load (src/gpu/repack.rs): one
 // unit is one GGUF block (f16 scale d, 32 four-bit weights q, w = d·(q − 8)).
 // Bindings: 6 scales (array<u32>, two f16 per word, low half = even block),
 // 7 nibbles (array<vec4<u32>>, the block's 16 bytes unchanged).
@@ -21,4 +21,17 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
     let q = nibbles[u];
     return d * (nibble_dot(q.x, xv(xo), xv(xo + 4u)) + nibble_dot(q.y, xv(xo + 1u), xv(xo + 5u))
         + nibble_dot(q.z, xv(xo + 2u), xv(xo + 6u)) + nibble_dot(q.w, xv(xo + 3u), xv(xo + 7u)));
+}
+
+// Weights 4i..4i+4 are the low nibbles of word i, 16+4i.. its high nibbles.
+fn unit_load(u: u32) -> Unit {
+    let d = unpack2x16float(scales[u >> 1u])[u & 1u];
+    let q = nibbles[u];
+    var w: Unit;
+    for (var i = 0u; i < 4u; i++) {
+        let b = bytes4(q[i]);
+        w[i] = d * (vec4<f32>(b & vec4<u32>(0xFu)) - 8.0);
+        w[i + 4u] = d * (vec4<f32>(b >> vec4<u32>(4u)) - 8.0);
+    }
+    return w;
 }

@@ -1,4 +1,4 @@
-// Q5_K weights for matvec.wgsl, GGUF bytes unchanged (176-byte super-blocks
+// Q5_K weights for matvec.wgsl and matmul.wgsl, GGUF bytes unchanged (176-byte super-blocks
 // are already word aligned: 44 words). A super-block holds 8 units of 32
 // weights: w = d·sc_j·(q + 16·h) − dmin·m_j, with 6-bit sc_j, m_j packed in
 // 12 bytes, q four bits and h one bit.
@@ -13,11 +13,10 @@ fn byte_at(w0: u32, b: u32) -> u32 {
     return (blocks[w0 + (b >> 2u)] >> ((b & 3u) * 8u)) & 0xFFu;
 }
 
-fn unit_dot(u: u32, xo: u32) -> f32 {
-    let j = u % 8u;
-    let w0 = (u / 8u) * 44u;
+// (d·sc_j, dmin·m_j) of unit j of the super-block at word w0: ggml's
+// get_scale_min_k4 over scale bytes s[0..12] (words 1..4).
+fn scale_min(w0: u32, j: u32) -> vec2<f32> {
     let dm = unpack2x16float(blocks[w0]);
-    // ggml's get_scale_min_k4 over scale bytes s[0..12] (words 1..4)
     var sc: u32;
     var mn: u32;
     if j < 4u {
@@ -27,16 +26,37 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
         sc = (byte_at(w0 + 1u, j + 4u) & 0xFu) | ((byte_at(w0 + 1u, j - 4u) >> 6u) << 4u);
         mn = (byte_at(w0 + 1u, j + 4u) >> 4u) | ((byte_at(w0 + 1u, j) >> 6u) << 4u);
     }
-    let qs0 = w0 + 12u + (j / 2u) * 8u;
-    let shift = (j & 1u) * 4u;
+    return dm * vec2<f32>(f32(sc), f32(mn));
+}
+
+// Unit j's weights 4i..4i+4 before scaling: q + 16·h.
+fn quads(w0: u32, j: u32, i: u32) -> vec4<f32> {
+    let q = (bytes4(blocks[w0 + 12u + (j / 2u) * 8u + i]) >> vec4<u32>((j & 1u) * 4u)) & vec4<u32>(0xFu);
+    let h = (bytes4(blocks[w0 + 4u + i]) >> vec4<u32>(j)) & vec4<u32>(1u);
+    return vec4<f32>(q + h * 16u);
+}
+
+fn unit_dot(u: u32, xo: u32) -> f32 {
+    let j = u % 8u;
+    let w0 = (u / 8u) * 44u;
+    let sm = scale_min(w0, j);
     var dq = 0.0;
     var sx = 0.0;
     for (var i = 0u; i < 8u; i++) {
-        let q = (bytes4(blocks[qs0 + i]) >> vec4<u32>(shift)) & vec4<u32>(0xFu);
-        let h = (bytes4(blocks[w0 + 4u + i]) >> vec4<u32>(j)) & vec4<u32>(1u);
         let xi = xv(xo + i);
-        dq += dot(vec4<f32>(q + h * 16u), xi);
+        dq += dot(quads(w0, j, i), xi);
         sx += xi.x + xi.y + xi.z + xi.w;
     }
-    return dm.x * f32(sc) * dq - dm.y * f32(mn) * sx;
+    return sm.x * dq - sm.y * sx;
+}
+
+fn unit_load(u: u32) -> Unit {
+    let j = u % 8u;
+    let w0 = (u / 8u) * 44u;
+    let sm = scale_min(w0, j);
+    var w: Unit;
+    for (var i = 0u; i < 8u; i++) {
+        w[i] = sm.x * quads(w0, j, i) - sm.y;
+    }
+    return w;
 }

@@ -1,4 +1,4 @@
-// Q6_K weights for matvec.wgsl. GGUF's 210-byte super-blocks are padded to
+// Q6_K weights for matvec.wgsl and matmul.wgsl. GGUF's 210-byte super-blocks are padded to
 // 212 bytes (53 words) at load so every block starts on a word; bytes are
 // otherwise unchanged. A super-block holds 8 units of 32 weights:
 // w = d·sc·(q − 32), q six bits, sc a signed byte per 16 weights.
@@ -10,27 +10,43 @@
 
 @group(0) @binding(6) var<storage, read> blocks: array<u32>;
 
-fn unit_dot(u: u32, xo: u32) -> f32 {
-    let j = u % 8u;
+// Unit u's weights 4i..4i+4 before scaling: q − 32.
+fn quads(w0: u32, j: u32, i: u32) -> vec4<f32> {
     let h = j / 4u;
     let k = j % 4u;
-    let w0 = (u / 8u) * 53u;
+    let lo = (bytes4(blocks[w0 + 16u * h + 8u * (k & 1u) + i]) >> vec4<u32>((k >> 1u) * 4u)) & vec4<u32>(0xFu);
+    let hi = (bytes4(blocks[w0 + 32u + 8u * h + i]) >> vec4<u32>(2u * k)) & vec4<u32>(3u);
+    return vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0;
+}
+
+// d times the unit's two scales (weights 0..16 and 16..32): bytes 8h + 2k
+// and 8h + 2k + 1 of sc.
+fn scales2(w0: u32, j: u32) -> vec2<f32> {
     let d = unpack2x16float(blocks[w0 + 52u]).x;
-    let ql0 = w0 + 16u * h + 8u * (k & 1u);
-    let qh0 = w0 + 32u + 8u * h;
-    let lshift = (k >> 1u) * 4u;
-    let hshift = 2u * k;
-    var part = vec2<f32>(0.0);
-    for (var i = 0u; i < 8u; i++) {
-        let lo = (bytes4(blocks[ql0 + i]) >> vec4<u32>(lshift)) & vec4<u32>(0xFu);
-        let hi = (bytes4(blocks[qh0 + i]) >> vec4<u32>(hshift)) & vec4<u32>(3u);
-        let q = vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0;
-        part[i / 4u] += dot(q, xv(xo + i));
-    }
-    // the unit's two scales: bytes 8h + 2k and 8h + 2k + 1 of sc
-    let sb = 192u + 8u * h + 2u * k;
+    let sb = 192u + 8u * (j / 4u) + 2u * (j % 4u);
     let sw = blocks[w0 + sb / 4u] >> ((sb & 3u) * 8u);
     let s0 = f32(bitcast<i32>(sw << 24u) >> 24u);
     let s1 = f32(bitcast<i32>((sw >> 8u) << 24u) >> 24u);
-    return d * (s0 * part.x + s1 * part.y);
+    return d * vec2<f32>(s0, s1);
+}
+
+fn unit_dot(u: u32, xo: u32) -> f32 {
+    let j = u % 8u;
+    let w0 = (u / 8u) * 53u;
+    var part = vec2<f32>(0.0);
+    for (var i = 0u; i < 8u; i++) {
+        part[i / 4u] += dot(quads(w0, j, i), xv(xo + i));
+    }
+    return dot(scales2(w0, j), part);
+}
+
+fn unit_load(u: u32) -> Unit {
+    let j = u % 8u;
+    let w0 = (u / 8u) * 53u;
+    let s = scales2(w0, j);
+    var w: Unit;
+    for (var i = 0u; i < 8u; i++) {
+        w[i] = s[i / 4u] * quads(w0, j, i);
+    }
+    return w;
 }

@@ -1,4 +1,4 @@
-// Q8_0 weights for matvec.wgsl, repacked at load (src/gpu/repack.rs): one
+// Q8_0 weights for matvec.wgsl and matmul.wgsl, repacked at load (src/gpu/repack.rs): one
 // unit is one GGUF block (f16 scale d, 32 signed bytes q, w = d·q).
 // Bindings: 6 scales (array<u32>, two f16 per word, low half = even block),
 // 7 quants (array<vec4<u32>>, two per block, bytes unchanged).
@@ -19,4 +19,13 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
     return d * (dot(i8x4(a.x), xv(xo)) + dot(i8x4(a.y), xv(xo + 1u)) + dot(i8x4(a.z), xv(xo + 2u))
         + dot(i8x4(a.w), xv(xo + 3u)) + dot(i8x4(b.x), xv(xo + 4u)) + dot(i8x4(b.y), xv(xo + 5u))
         + dot(i8x4(b.z), xv(xo + 6u)) + dot(i8x4(b.w), xv(xo + 7u)));
+}
+
+fn unit_load(u: u32) -> Unit {
+    let d = unpack2x16float(scales[u >> 1u])[u & 1u];
+    var w: Unit;
+    for (var i = 0u; i < 8u; i++) {
+        w[i] = d * i8x4(quants[2u * u + i / 4u][i % 4u]);
+    }
+    return w;
 }

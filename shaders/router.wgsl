@@ -1,4 +1,4 @@
-// MoE router for one token, after the router matvec (matvec_f32 with the
+// MoE router for one token per workgroup, after the router matvec (matvec_f32 with the
 // ffn norm fused) has written the logits; one workgroup: h = RMSNorm(x) · g
 // written out for the experts, probabilities by the gating function, top-k by probability + selection bias (the bias only
 // picks; ties go to the lower id), the chosen probabilities renormalised
@@ -8,7 +8,9 @@
 // 3 logits (array<f32>, n_expert), 4 bias (array<f32>,
 // n_expert; zeros when the model has none), 5 h (array<f32>, n_embd, out),
 // 6 sel (array<u32>, n_used, out), 7 sel_w (array<f32>, n_used, out).
-// Dispatch: one workgroup. Invocation i owns experts i, i + WG for the selection (a workgroup argmax
+// Workgroup t handles token t: every binding but the bias is offset by t
+// whole rows.
+// Dispatch: (tokens, 1, 1). Invocation i owns experts i, i + WG for the selection (a workgroup argmax
 // per chosen expert). The logits' shared slots are reused for the chosen
 // probabilities once every invocation holds its own in registers.
 
@@ -42,17 +44,19 @@ struct Params {
 var<workgroup> probs: array<f32, MAX_EXPERT>;
 
 @compute @workgroup_size(WG)
-fn main(ids: Ids) {
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
+    let x0 = wid.x * p.n_embd;
+    let s0 = wid.x * p.n_used;
     var ss = 0.0;
     for (var i = ids.lid; i < p.n_embd; i += WG) {
-        ss += x[i] * x[i];
+        ss += x[x0 + i] * x[x0 + i];
     }
     let rs = inverseSqrt(wg_sum(ss, ids) / f32(p.n_embd) + p.eps);
     for (var i = ids.lid; i < p.n_embd; i += WG) {
-        h[i] = x[i] * rs * g[i];
+        h[x0 + i] = x[x0 + i] * rs * g[i];
     }
     for (var e = ids.lid; e < p.n_expert; e += WG) {
-        probs[e] = logits[e];
+        probs[e] = logits[wid.x * p.n_expert + e];
     }
     workgroupBarrier();
     // Probabilities, and each invocation's experts' scores in registers
@@ -105,7 +109,7 @@ fn main(ids: Ids) {
         for (var j = 0u; j < EPT; j++) {
             if ids.lid + j * WG == me {
                 sc[j] = -3.0e38;
-                sel[k] = me;
+                sel[s0 + k] = me;
                 probs[k] = pr[j];
             }
         }
@@ -118,7 +122,7 @@ fn main(ids: Ids) {
             f = p.scale / max(total, 6.103515625e-5);
         }
         for (var k = 0u; k < p.n_used; k++) {
-            sel_w[k] = probs[k] * f;
+            sel_w[s0 + k] = probs[k] * f;
         }
     }
 }

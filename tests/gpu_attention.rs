@@ -78,7 +78,7 @@ fn kv_append_matches_reference() {
                 bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
             );
             let ckv_b = gpu.scratch("ckv", 4 * row as u64);
-            let step_b = gpu.uniform("step", &Step::new(0, &[]));
+            let step_b = gpu.storage("step", bytemuck::bytes_of(&Step::new(0, &[])));
             let bufs = [&pb, &step_b, &ckv_b, &gb, &cache];
             let d = Dispatch::new(gpu, pipes, Kernel::KvAppend, &[], &bufs, [1, 1, 1]).unwrap();
             let mut want = vec![None; n_ctx];
@@ -200,7 +200,7 @@ fn attention_and_combine_match_f64_softmax() {
             let cache = gpu.storage("cache", bytemuck::cast_slice(&cw));
             let mut st = Step::new(n_pos - 1, &cs);
             st.n_split = n_split;
-            let step = gpu.uniform("step", &st);
+            let step = gpu.storage("step", bytemuck::bytes_of(&st));
             let qab = gpu.storage("q_abs", bytemuck::cast_slice(&q_abs));
             let qb = gpu.storage("q", bytemuck::cast_slice(&q));
             let ap = gpu.uniform(
@@ -211,7 +211,8 @@ fn attention_and_combine_match_f64_softmax() {
                     n_nope: s.n_nope as u32,
                     scale,
                     split_stride: n_split,
-                    _pad: [0; 3],
+                    n_head: s.n_head as u32,
+                    _pad: [0; 2],
                 },
             );
             // The merge runs in attn_v_b's matvec (COMBINE); an F32 identity

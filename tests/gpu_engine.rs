@@ -26,6 +26,7 @@ fn engine(variant: Variant, n_ctx: usize, max_binding: Option<u64>) -> Engine<'s
         candidates: 1,
         max_binding,
         variant: Some(variant),
+        ..Default::default()
     };
     Engine::load(model(), common::gpu(), opts, &mut |_, _| {}).unwrap()
 }

@@ -7,10 +7,13 @@ mod profile;
 pub use profile::TokenProfile;
 
 use crate::error::{Error, Result};
+use crate::gpu::plan::prefill::{self, Prefill};
 use crate::gpu::plan::{self, Plan, MAX_CANDIDATES};
+use crate::gpu::resident::ResidentWeights;
 use crate::gpu::{ops, Gpu, Pipelines};
 use crate::model::Model;
 use crate::reference::ops as cpu;
+use std::sync::Arc;
 
 /// Typed engine options (the CLI's `--ctx`).
 #[derive(Clone, Copy, Debug)]
@@ -24,7 +27,12 @@ pub struct EngineOptions {
     pub max_binding: Option<u64>,
     /// Kernel variant; `None` takes the device's (`GpuOptions::no_subgroups`).
     pub variant: Option<crate::gpu::Variant>,
+    /// Most prompt tokens a prefill chunk processes at once (`--ubatch`).
+    pub ubatch: usize,
 }
+
+/// Default prefill chunk (`EngineOptions::ubatch`).
+pub const DEFAULT_UBATCH: usize = 512;
 
 impl Default for EngineOptions {
     fn default() -> Self {
@@ -33,6 +41,7 @@ impl Default for EngineOptions {
             candidates: 1,
             max_binding: None,
             variant: None,
+            ubatch: DEFAULT_UBATCH,
         }
     }
 }
@@ -43,8 +52,14 @@ pub type Candidates = Vec<(u32, f32)>;
 pub struct Engine<'a> {
     pub model: &'a Model,
     pub gpu: &'a Gpu,
-    pipes: Pipelines,
+    /// Shared by every session of one load.
+    pipes: Arc<Pipelines>,
+    weights: Arc<ResidentWeights>,
+    /// This session's latent KV cache, one buffer per layer (bound by
+    /// both plans).
+    _caches: Vec<wgpu::Buffer>,
     plan: Plan,
+    prefill: Prefill,
     n_ctx: usize,
     pos: usize,
     k: usize,
@@ -71,6 +86,9 @@ impl<'a> Engine<'a> {
         if opts.n_ctx == 0 {
             return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
         }
+        if opts.ubatch == 0 {
+            return Err(Error::InvalidArgument("--ubatch must be at least 1".into()));
+        }
         if opts.n_ctx > c.n_ctx_train.max(1) {
             log::warn!(
                 "context {} is longer than the model was trained for ({})",
@@ -87,7 +105,51 @@ impl<'a> Engine<'a> {
         if let Some(m) = opts.max_binding {
             limit = limit.min(m);
         }
-        let plan = plan::build(gpu, &pipes, model, opts.n_ctx, limit, progress)?;
+        plan::check(model, opts.n_ctx, limit)?;
+        let weights = ResidentWeights::upload(gpu, model, limit, progress)?;
+        Engine::open(model, gpu, Arc::new(pipes), Arc::new(weights), opts)
+    }
+
+    /// A new session over the same weights: its own KV cache (`n_ctx`
+    /// tokens, empty) and plan. Sessions are independent; each costs its
+    /// cache and a few MiB of scratch, not the weights again.
+    pub fn session(&self, n_ctx: usize) -> Result<Engine<'a>> {
+        let limit = self
+            .gpu
+            .caps
+            .max_storage_binding
+            .min(self.gpu.caps.max_buffer);
+        if n_ctx == 0 {
+            return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
+        }
+        plan::check(self.model, n_ctx, limit)?;
+        let opts = EngineOptions {
+            n_ctx,
+            candidates: self.k,
+            ubatch: self.prefill.ubatch,
+            ..Default::default()
+        };
+        Engine::open(
+            self.model,
+            self.gpu,
+            self.pipes.clone(),
+            self.weights.clone(),
+            opts,
+        )
+    }
+
+    fn open(
+        model: &'a Model,
+        gpu: &'a Gpu,
+        pipes: Arc<Pipelines>,
+        weights: Arc<ResidentWeights>,
+        opts: EngineOptions,
+    ) -> Result<Engine<'a>> {
+        let c = &model.config;
+        let caches = plan::kv_caches(gpu, model, opts.n_ctx);
+        let plan = plan::build(gpu, &pipes, model, &weights, &caches)?;
+        let ubatch = opts.ubatch.clamp(1, opts.n_ctx);
+        let prefill = prefill::build(gpu, &pipes, model, &weights, &caches, ubatch)?;
         let map_buf = |label, size| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -104,7 +166,10 @@ impl<'a> Engine<'a> {
             model,
             gpu,
             pipes,
+            weights,
+            _caches: caches,
             plan,
+            prefill,
             n_ctx: opts.n_ctx,
             pos: 0,
             k: 0,
@@ -154,8 +219,8 @@ impl<'a> Engine<'a> {
 
     /// Weight matrices stored in more than one buffer (binding limit).
     pub fn matrices_split(&self) -> usize {
-        self.plan
-            .matrices
+        self.weights
+            .matrices()
             .iter()
             .filter(|m| m.parts.len() > 1)
             .count()
@@ -174,6 +239,30 @@ impl<'a> Engine<'a> {
     /// candidates.
     pub fn step(&mut self, token: u32) -> Result<Candidates> {
         self.run(token, false)?;
+        self.read_candidates()
+    }
+
+    /// Run `tokens` (a prompt, or a chat turn's new text) from the current
+    /// position in chunks of up to `ubatch`; returns the candidates for the
+    /// token after the last one. The same cache results as `step` on each
+    /// token, many times faster for long prompts.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<Candidates> {
+        self.run_prefill(tokens, false)?;
+        self.read_candidates()
+    }
+
+    /// `prefill`, returning the last token's logits (tests, `glmw logits`).
+    pub fn prefill_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.run_prefill(tokens, true)?;
+        self.read_logits()
+    }
+
+    /// Most tokens a prefill chunk takes.
+    pub fn ubatch(&self) -> usize {
+        self.prefill.ubatch
+    }
+
+    fn read_candidates(&mut self) -> Result<Candidates> {
         let k = self.k;
         let mut bytes = std::mem::take(&mut self.bytes);
         self.gpu.map_read(&self.readback, &mut bytes[..8 * k])?;
@@ -194,41 +283,56 @@ impl<'a> Engine<'a> {
     /// Run `token` and return all logits (for tests and `glmw logits`).
     pub fn logits(&mut self, token: u32) -> Result<Vec<f32>> {
         self.run(token, true)?;
+        self.read_logits()
+    }
+
+    fn read_logits(&mut self) -> Result<Vec<f32>> {
         let mut out = vec![0f32; self.model.config.n_vocab];
         self.gpu
             .map_read(&self.logits_readback, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
     }
 
-    /// Check `token` and the position, then upload the embedding row and
-    /// the step uniform for the token at `pos`.
-    fn prepare(&mut self, token: u32) -> Result<()> {
-        let c = &self.model.config;
-        if token as usize >= c.n_vocab {
+    /// Check `tokens` against the vocabulary and the room left in the
+    /// cache.
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        let n_vocab = self.model.config.n_vocab;
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(Error::InvalidArgument(format!(
-                "token id {token} is outside the vocabulary (0..{})",
-                c.n_vocab
+                "token id {t} is outside the vocabulary (0..{n_vocab})"
             )));
         }
-        if self.pos >= self.n_ctx {
+        if self.pos + tokens.len() > self.n_ctx {
             return Err(Error::ContextFull { n_ctx: self.n_ctx });
         }
-        let io = &self.plan.io;
-        let emb = cpu::row(
-            &self.model.file,
-            &self.model.weights.token_embd,
-            token as usize,
-        )?;
+        Ok(())
+    }
+
+    /// The embedding rows of `tokens`, concatenated.
+    fn embeddings(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(tokens.len() * self.model.config.n_embd);
+        for &t in tokens {
+            let row = cpu::row(&self.model.file, &self.model.weights.token_embd, t as usize)?;
+            out.extend_from_slice(&row);
+        }
+        Ok(out)
+    }
+
+    /// Check `token` and the position, then upload the embedding row and
+    /// the step record for the token at `pos`.
+    fn prepare(&mut self, token: u32) -> Result<()> {
+        self.check_tokens(&[token])?;
+        let emb = self.embeddings(&[token])?;
         self.gpu
             .queue
-            .write_buffer(&io.x, 0, bytemuck::cast_slice(&emb));
+            .write_buffer(&self.plan.io.x, 0, bytemuck::cast_slice(&emb));
         self.write_step(self.pos);
         Ok(())
     }
 
-    /// Upload the step uniform (position, rope table, attention splits)
-    /// for a token at `pos`.
-    fn write_step(&self, pos: usize) {
+    /// The step record (position, rope table, attention splits) of a token
+    /// at `pos`.
+    fn step_at(&self, pos: usize) -> ops::Step {
         let c = &self.model.config;
         let cs = cpu::rope_cos_sin(
             pos,
@@ -236,23 +340,68 @@ impl<'a> Engine<'a> {
             c.rope_freq_base,
             c.yarn.as_ref(),
         );
-        let step = ops::Step::new(pos, &cs);
+        ops::Step::new(pos, &cs)
+    }
+
+    /// Upload the decode step record for a token at `pos`.
+    fn write_step(&self, pos: usize) {
+        let step = self.step_at(pos);
         self.gpu
             .queue
             .write_buffer(&self.plan.io.step, 0, bytemuck::bytes_of(&step));
     }
 
-    /// The whole plan, the candidate copies and optionally the logits copy
-    /// as one command buffer.
-    fn record(&self, want_logits: bool) -> wgpu::CommandBuffer {
-        let io = &self.plan.io;
-        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            for d in &self.plan.dispatches {
-                d.record(&mut pass);
-            }
+    /// Submit `tokens` chunk by chunk through the prefill plan; the last
+    /// chunk also runs the output head and copies its results out.
+    fn run_prefill(&mut self, tokens: &[u32], want_logits: bool) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument(
+                "prefill needs at least one token".into(),
+            ));
         }
+        self.check_tokens(tokens)?;
+        let n_embd = self.model.config.n_embd as u64;
+        let chunks: Vec<&[u32]> = tokens.chunks(self.prefill.ubatch).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let n = chunk.len() as u32;
+            let pf = &self.prefill;
+            let emb = self.embeddings(chunk)?;
+            self.gpu
+                .queue
+                .write_buffer(&pf.x, 0, bytemuck::cast_slice(&emb));
+            let steps: Vec<ops::Step> = (0..chunk.len())
+                .map(|j| self.step_at(self.pos + j).one_split())
+                .collect();
+            self.gpu
+                .queue
+                .write_buffer(&pf.steps, 0, bytemuck::cast_slice(&steps));
+            pf.write_chunk(self.gpu, n);
+            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pf.record(&mut pass, n);
+            }
+            if i + 1 == chunks.len() {
+                let last = 4 * n_embd * (n as u64 - 1);
+                enc.copy_buffer_to_buffer(&pf.x, last, &self.plan.io.x, 0, 4 * n_embd);
+                {
+                    let mut pass = enc.begin_compute_pass(&Default::default());
+                    for d in &self.plan.dispatches[self.plan.head_start..] {
+                        d.record(&mut pass);
+                    }
+                }
+                self.copy_results(&mut enc, want_logits);
+            }
+            self.gpu.queue.submit([enc.finish()]);
+            self.pos += chunk.len();
+        }
+        Ok(())
+    }
+
+    /// Copy the candidates (and optionally the logits) to the readback
+    /// buffers.
+    fn copy_results(&self, enc: &mut wgpu::CommandEncoder, want_logits: bool) {
+        let io = &self.plan.io;
         let k = 4 * self.k as u64;
         enc.copy_buffer_to_buffer(&io.cand_v, 0, &self.readback, 0, k);
         enc.copy_buffer_to_buffer(&io.cand_i, 0, &self.readback, k, k);
@@ -260,6 +409,19 @@ impl<'a> Engine<'a> {
             let n = 4 * self.model.config.n_vocab as u64;
             enc.copy_buffer_to_buffer(&io.logits, 0, &self.logits_readback, 0, n);
         }
+    }
+
+    /// The whole plan, the candidate copies and optionally the logits copy
+    /// as one command buffer.
+    fn record(&self, want_logits: bool) -> wgpu::CommandBuffer {
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for d in &self.plan.dispatches {
+                d.record(&mut pass);
+            }
+        }
+        self.copy_results(&mut enc, want_logits);
         enc.finish()
     }
 

@@ -18,6 +18,8 @@ const MATVEC_OVERRIDES: &[(&str, &[f64])] = &[
     ("COMBINE", &[0.0, 1.0]),
 ];
 
+const MATMUL_OVERRIDES: &[(&str, &[f64])] = &[("GATE_UP", &[0.0, 1.0]), ("ACCUM", &[0.0, 1.0])];
+
 pub const KERNELS: &[KernelDef] = &[
     KernelDef {
         name: "rms_norm",
@@ -48,6 +50,41 @@ pub const KERNELS: &[KernelDef] = &[
         name: "matvec_q6_k",
         parts: &["matvec.wgsl", "q6_k.wgsl"],
         overrides: MATVEC_OVERRIDES,
+    },
+    KernelDef {
+        name: "matmul_f32",
+        parts: &["matmul.wgsl", "f32.wgsl"],
+        overrides: MATMUL_OVERRIDES,
+    },
+    KernelDef {
+        name: "matmul_q4_0",
+        parts: &["matmul.wgsl", "q4_0.wgsl"],
+        overrides: MATMUL_OVERRIDES,
+    },
+    KernelDef {
+        name: "matmul_q8_0",
+        parts: &["matmul.wgsl", "q8_0.wgsl"],
+        overrides: MATMUL_OVERRIDES,
+    },
+    KernelDef {
+        name: "matmul_q5_k",
+        parts: &["matmul.wgsl", "q5_k.wgsl"],
+        overrides: MATMUL_OVERRIDES,
+    },
+    KernelDef {
+        name: "matmul_q6_k",
+        parts: &["matmul.wgsl", "q6_k.wgsl"],
+        overrides: MATMUL_OVERRIDES,
+    },
+    KernelDef {
+        name: "moe_group",
+        parts: &["moe_group.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "moe_sum",
+        parts: &["moe_sum.wgsl"],
+        overrides: &[],
     },
     KernelDef {
         name: "kv_append",

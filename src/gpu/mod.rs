@@ -13,4 +13,5 @@ pub use context::{list_adapters, BackendChoice, Caps, Gpu, GpuOptions, Variant};
 pub use kernels::{Format, Kernel, Pipelines};
 pub mod plan;
 pub mod profile;
+pub mod resident;
 pub mod weights;

@@ -6,6 +6,7 @@
 use super::context::Gpu;
 use super::kernels::{Consts, Format, Kernel, Pipelines};
 use crate::error::{Error, Result};
+use crate::model::{Config, Gating};
 
 /// One pre-built dispatch: the unit a decode plan is made of.
 pub struct Dispatch {
@@ -80,9 +81,15 @@ impl Dispatch {
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.record_grid(pass, self.workgroups);
+    }
+
+    /// Record with another workgroup count (prefill sizes its dispatches
+    /// per chunk).
+    pub fn record_grid(&self, pass: &mut wgpu::ComputePass<'_>, wg: [u32; 3]) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.workgroups[0], self.workgroups[1], self.workgroups[2]);
+        pass.dispatch_workgroups(wg[0], wg[1], wg[2]);
     }
 }
 
@@ -206,6 +213,89 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
     Dispatch::new(gpu, pipes, Kernel::Matvec(s.format), &consts, &bufs, wg)
 }
 
+// ---- prefill matmul and MoE grouping -----------------------------------
+
+/// Rows of x per matmul tile (shaders/matmul.wgsl `TOK`).
+pub const MATMUL_TILE: u32 = 8;
+/// Weight rows per matmul workgroup (WG / TPR).
+pub const MATMUL_ROWS: u32 = 64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatmulParams {
+    pub rows: u32,
+    pub units: u32,
+    pub mat_units: u32,
+    pub x_div: u32,
+    pub x_tok: u32,
+    pub y_tok: u32,
+    pub x_stride: u32,
+    pub y_stride: u32,
+    pub y_off: u32,
+    pub _pad: [u32; 3],
+}
+const _: () = assert!(std::mem::size_of::<MatmulParams>() % 16 == 0);
+
+/// Buffers of one matmul dispatch, in binding order after params.
+pub struct MatmulBuffers<'a> {
+    pub params: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    pub y: &'a wgpu::Buffer,
+    pub tiles: &'a wgpu::Buffer,
+    pub order: &'a wgpu::Buffer,
+    /// Bound at the unused binding 5 (any buffer).
+    pub unused: &'a wgpu::Buffer,
+    pub weights: &'a [wgpu::Buffer],
+}
+
+/// A matmul dispatch; its workgroup count is set per chunk
+/// (`[row tiles, tiles, heads]`).
+pub fn matmul(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    format: Format,
+    gate_up: bool,
+    accum: bool,
+    b: &MatmulBuffers,
+) -> Result<Dispatch> {
+    let consts = [
+        ("GATE_UP", gate_up as u32 as f64),
+        ("ACCUM", accum as u32 as f64),
+    ];
+    let mut bufs = vec![b.params, b.x, b.y, b.tiles, b.order, b.unused];
+    bufs.extend(b.weights.iter());
+    Dispatch::new(
+        gpu,
+        pipes,
+        Kernel::Matmul(format),
+        &consts,
+        &bufs,
+        [1, 1, 1],
+    )
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MoeGroupParams {
+    pub n_assign: u32,
+    pub n_expert: u32,
+    pub tile: u32,
+    pub max_tiles: u32,
+}
+
+/// Most tiles `n_assign` assignments over `n_expert` experts can make.
+pub fn max_tiles(n_assign: u32, n_expert: u32) -> u32 {
+    n_assign.min(n_assign.div_ceil(MATMUL_TILE) + n_expert)
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MoeSumParams {
+    pub n: u32,
+    pub n_used: u32,
+    pub _pad: [u32; 2],
+}
+
 // ---- attention and the KV cache -----------------------------------------
 
 /// Per-token values shared by kv_append and attention (WGSL `struct Step`).
@@ -235,6 +325,12 @@ impl Step {
             _pad: 0,
             rope,
         }
+    }
+
+    /// The same token attending in one split (prefill: a chunk's tokens
+    /// give the attention enough workgroups).
+    pub fn one_split(self) -> Step {
+        Step { n_split: 1, ..self }
     }
 }
 
@@ -267,7 +363,34 @@ pub struct AttentionParams {
     pub scale: f32,
     /// Split slots per head in the partial buffers (MAX_SPLITS).
     pub split_stride: u32,
-    pub _pad: [u32; 3],
+    pub n_head: u32,
+    pub _pad: [u32; 2],
+}
+
+impl AttentionParams {
+    /// `c`'s attention with `split_stride` split slots per head.
+    pub fn new(c: &Config, split_stride: u32) -> AttentionParams {
+        AttentionParams {
+            n_kv: c.n_lora_kv as u32,
+            n_rot: c.n_embd_head_qk_rope as u32,
+            n_nope: c.n_embd_head_qk_nope as u32,
+            scale: c.kq_scale(),
+            split_stride,
+            n_head: c.n_head as u32,
+            _pad: [0; 2],
+        }
+    }
+}
+
+impl KvAppendParams {
+    pub fn new(c: &Config) -> KvAppendParams {
+        KvAppendParams {
+            n_kv: c.n_lora_kv as u32,
+            n_rot: c.n_embd_head_qk_rope as u32,
+            eps: c.rms_eps,
+            _pad: 0,
+        }
+    }
 }
 
 // ---- router and top-k --------------------------------------------------
@@ -284,6 +407,24 @@ pub struct RouterParams {
     pub scale: f32,
     pub eps: f32,
     pub _pad: u32,
+}
+
+impl RouterParams {
+    pub fn new(c: &Config) -> RouterParams {
+        RouterParams {
+            n_embd: c.n_embd as u32,
+            n_expert: c.n_expert as u32,
+            n_used: c.n_expert_used as u32,
+            gating: match c.gating {
+                Gating::Sigmoid => 0,
+                Gating::Softmax => 1,
+            },
+            norm_w: c.expert_weights_norm as u32,
+            scale: c.expert_weights_scale,
+            eps: c.rms_eps,
+            _pad: 0,
+        }
+    }
 }
 
 /// Experts the router kernel can hold (`MAX_EXPERT` in router.wgsl).

@@ -13,13 +13,14 @@
 //! head matvec and two top-k passes.
 
 mod builder;
+pub mod prefill;
 
 use super::context::Gpu;
 use super::kernels::{Kernel, Pipelines};
 use super::ops::{self, Dispatch, MatvecMode};
-use super::weights::{Matrix, Uploader};
+use super::resident::{FfnWeights, QWeights, ResidentWeights};
 use crate::error::{Error, Result};
-use crate::model::{ExpertsGateUp, Ffn, Gating, Model, QProj};
+use crate::model::Model;
 use builder::{Builder, Mv};
 
 /// Most candidates the top-k passes can return per token.
@@ -61,28 +62,16 @@ pub struct BlockRange {
 pub struct Plan {
     pub dispatches: Vec<Dispatch>,
     pub blocks: Vec<BlockRange>,
+    /// Where the output head (result norm, head matvec, top-k) starts in
+    /// `dispatches`: prefill runs it after its own layer stack.
+    pub head_start: usize,
     pub io: Io,
-    /// Kept for their buffers' lifetime and for inspection.
-    pub matrices: Vec<Matrix>,
 }
 
-/// Weight bytes the plan uploads (for the progress bar).
-pub fn weight_bytes(model: &Model) -> u64 {
-    let embd = model.weights.token_embd.n_bytes;
-    model.file.tensors().iter().map(|t| t.n_bytes).sum::<u64>() - embd
-}
-
-pub fn build(
-    gpu: &Gpu,
-    pipes: &Pipelines,
-    model: &Model,
-    n_ctx: usize,
-    limit: u64,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<Plan> {
+/// Check that the kernels handle `model`'s shapes and that an `n_ctx`-token
+/// cache fits in one binding of at most `limit` bytes.
+pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
     let c = &model.config;
-    let w = &model.weights;
-    let n_qk = c.n_embd_head_qk();
     if c.n_lora_kv > 512
         || c.n_embd_head_qk_rope > 128
         || c.n_lora_kv % 64 != 0
@@ -100,8 +89,7 @@ pub fn build(
             ops::ROUTER_MAX_EXPERT
         )));
     }
-    let row_words = c.kv_row() / 2;
-    let cache_bytes = (n_ctx * row_words * 4) as u64;
+    let cache_bytes = cache_bytes(model, n_ctx);
     if cache_bytes > limit {
         return Err(Error::InvalidArgument(format!(
             "a {n_ctx}-token KV cache needs {} MiB per layer; this adapter binds at most {} MiB: use a smaller --ctx",
@@ -109,7 +97,32 @@ pub fn build(
             limit >> 20
         )));
     }
-    let mut up = Uploader::new(gpu, &model.file, limit, weight_bytes(model), progress);
+    Ok(())
+}
+
+/// Bytes of one layer's latent cache (f16 rows of `kv_row` values).
+fn cache_bytes(model: &Model, n_ctx: usize) -> u64 {
+    (n_ctx * model.config.kv_row() * 2) as u64
+}
+
+/// One latent KV cache per layer, owned by a session and bound by its plans.
+pub fn kv_caches(gpu: &Gpu, model: &Model, n_ctx: usize) -> Vec<wgpu::Buffer> {
+    (0..model.config.n_layer)
+        .map(|il| gpu.scratch(&format!("kv_cache-{il}"), cache_bytes(model, n_ctx)))
+        .collect()
+}
+
+/// The decode plan of `model` over the resident weights `w`, appending to
+/// and attending over `caches` (`kv_caches`).
+pub fn build(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    model: &Model,
+    w: &ResidentWeights,
+    caches: &[wgpu::Buffer],
+) -> Result<Plan> {
+    let c = &model.config;
+    let n_qk = c.n_embd_head_qk();
     let f32s = |n: usize| (4 * n) as u64;
     let scratch = |label: &str, n: usize| gpu.scratch(label, f32s(n));
     let n_split = ops::MAX_SPLITS;
@@ -132,7 +145,7 @@ pub fn build(
     let act = scratch("act", n_act);
     let xn = scratch("result_norm", c.n_embd);
     let logits = scratch("logits", c.n_vocab);
-    let step = gpu.uniform("step", &ops::Step::new(0, &[]));
+    let step = gpu.storage("step", bytemuck::bytes_of(&ops::Step::new(0, &[])));
     let zeros = scratch("zero_bias", c.n_expert.max(4));
 
     let mut b = Builder {
@@ -143,104 +156,59 @@ pub fn build(
         dummy: scratch("unused", 4),
         zero_id: scratch("expert_0", 4),
     };
-    let mut matrices = Vec::new();
-    let kv_params = b.uniform(
-        "kv_append",
-        &ops::KvAppendParams {
-            n_kv: c.n_lora_kv as u32,
-            n_rot: c.n_embd_head_qk_rope as u32,
-            eps: c.rms_eps,
-            _pad: 0,
-        },
-    );
-    let attn_params = b.uniform(
-        "attention",
-        &ops::AttentionParams {
-            n_kv: c.n_lora_kv as u32,
-            n_rot: c.n_embd_head_qk_rope as u32,
-            n_nope: c.n_embd_head_qk_nope as u32,
-            scale: c.kq_scale(),
-            split_stride: n_split,
-            _pad: [0; 3],
-        },
-    );
-    let router_params = b.uniform(
-        "router",
-        &ops::RouterParams {
-            n_embd: c.n_embd as u32,
-            n_expert: c.n_expert as u32,
-            n_used: c.n_expert_used as u32,
-            gating: match c.gating {
-                Gating::Sigmoid => 0,
-                Gating::Softmax => 1,
-            },
-            norm_w: c.expert_weights_norm as u32,
-            scale: c.expert_weights_scale,
-            eps: c.rms_eps,
-            _pad: 0,
-        },
-    );
+    let kv_params = b.uniform("kv_append", &ops::KvAppendParams::new(c));
+    let attn_params = b.uniform("attention", &ops::AttentionParams::new(c, n_split));
+    let router_params = b.uniform("router", &ops::RouterParams::new(c));
     let n_head = c.n_head as u32;
     let mut blocks = Vec::new();
     for (il, lw) in w.layers.iter().enumerate() {
         let attn_start = b.out.len();
-        let attn_norm = up.vector(&lw.attn_norm)?;
         // --- attention ---
         let normed = |x| Mv {
-            norm: Some(&attn_norm),
+            norm: Some(&lw.attn_norm),
             ..Mv::plain(x, x)
         };
         match &lw.q {
-            QProj::Lora { q_a, q_a_norm, q_b } => {
-                let (m_a, m_b) = (up.matrix(q_a)?, up.matrix(q_b)?);
-                let g = up.vector(q_a_norm)?;
+            QWeights::Lora { q_a, q_a_norm, q_b } => {
                 b.matvec(
-                    &m_a,
+                    q_a,
                     Mv {
                         y: &qa,
                         ..normed(&x)
                     },
                 )?;
                 b.matvec(
-                    &m_b,
+                    q_b,
                     Mv {
-                        norm: Some(&g),
+                        norm: Some(q_a_norm),
                         ..Mv::plain(&qa, &q)
                     },
                 )?;
-                matrices.extend([m_a, m_b]);
             }
-            QProj::Direct { q: wq } => {
-                let m = up.matrix(wq)?;
-                b.matvec(
-                    &m,
-                    Mv {
-                        y: &q,
-                        ..normed(&x)
-                    },
-                )?;
-                matrices.push(m);
-            }
+            QWeights::Direct(wq) => b.matvec(
+                wq,
+                Mv {
+                    y: &q,
+                    ..normed(&x)
+                },
+            )?,
         }
-        let kv_a = up.matrix(&lw.kv_a_mqa)?;
         b.matvec(
-            &kv_a,
+            &lw.kv_a,
             Mv {
                 y: &ckv,
                 ..normed(&x)
             },
         )?;
-        let kv_norm = up.vector(&lw.kv_a_norm)?;
-        let cache = gpu.scratch(&format!("kv_cache-{il}"), cache_bytes);
+        let cache = &caches[il];
         b.push(
             format!("blk.{il}.kv_append"),
             Kernel::KvAppend,
-            &[&kv_params, &step, &ckv, &kv_norm, &cache],
+            &[&kv_params, &step, &ckv, &lw.kv_a_norm, cache],
             [1, 1, 1],
         )?;
-        let k_b = up.matrix(&lw.k_b)?;
         b.matvec(
-            &k_b,
+            &lw.k_b,
             Mv {
                 slots: n_head,
                 x_stride: (n_qk / 4) as u32,
@@ -251,13 +219,12 @@ pub fn build(
         b.push(
             format!("blk.{il}.attention"),
             Kernel::Attention,
-            &[&attn_params, &step, &q_abs, &q, &cache, &o_part, &ml],
+            &[&attn_params, &step, &q_abs, &q, cache, &o_part, &ml],
             [n_split, n_head, 1],
         )?;
         // v_b merges the attention splits of its head as it reads them.
-        let v_b = up.matrix(&lw.v_b)?;
         b.matvec(
-            &v_b,
+            &lw.v_b,
             Mv {
                 slots: n_head,
                 combine: Some((&ml, n_split)),
@@ -265,19 +232,16 @@ pub fn build(
                 ..Mv::plain(&o_part, &v_heads)
             },
         )?;
-        let wo = up.matrix(&lw.attn_output)?;
         b.matvec(
-            &wo,
+            &lw.attn_output,
             Mv {
                 accum: true,
                 ..Mv::plain(&v_heads, &x)
             },
         )?;
-        matrices.extend([kv_a, k_b, v_b, wo]);
 
         // --- feed-forward ---
         let ffn_start = b.out.len();
-        let ffn_norm = up.vector(&lw.ffn_norm)?;
         let gate_up = |x, norm, sel, slots, y_stride| Mv {
             mode: MatvecMode::GateUp,
             norm,
@@ -286,47 +250,35 @@ pub fn build(
             y_stride,
             ..Mv::plain(x, &act)
         };
+        let down = |accum| Mv {
+            accum,
+            ..Mv::plain(&act, &x)
+        };
         match &lw.ffn {
-            Ffn::Dense(d) => {
-                let gu = up.gate_up(&format!("blk.{il}.ffn_gate_up"), &d.gate, &d.up)?;
-                let down = up.matrix(&d.down)?;
-                b.matvec(&gu, gate_up(&x, Some(&ffn_norm), None, 1, 0))?;
-                b.matvec(
-                    &down,
-                    Mv {
-                        accum: true,
-                        ..Mv::plain(&act, &x)
-                    },
-                )?;
-                matrices.extend([gu, down]);
+            FfnWeights::Dense(d) => {
+                b.matvec(&d.gate_up, gate_up(&x, Some(&lw.ffn_norm), None, 1, 0))?;
+                b.matvec(&d.down, down(true))?;
             }
-            Ffn::Moe {
-                gate_inp,
-                exp_probs_b,
-                gate_up_exps,
-                down_exps,
+            FfnWeights::Moe {
+                router,
+                bias,
+                experts,
                 shared,
             } => {
-                let router = up.matrix(gate_inp)?;
                 b.matvec(
-                    &router,
+                    router,
                     Mv {
-                        norm: Some(&ffn_norm),
+                        norm: Some(&lw.ffn_norm),
                         ..Mv::plain(&x, &moe_logits)
                     },
                 )?;
-                matrices.push(router);
-                let bias = match exp_probs_b {
-                    Some(t) => Some(up.vector(t)?),
-                    None => None,
-                };
                 b.push(
                     format!("blk.{il}.router"),
                     Kernel::Router,
                     &[
                         &router_params,
                         &x,
-                        &ffn_norm,
+                        &lw.ffn_norm,
                         &moe_logits,
                         bias.as_ref().unwrap_or(&zeros),
                         &h2,
@@ -335,58 +287,38 @@ pub fn build(
                     ],
                     [1, 1, 1],
                 )?;
-
-                let gu = match gate_up_exps {
-                    ExpertsGateUp::Separate { gate, up: u } => {
-                        up.gate_up(&format!("blk.{il}.ffn_gate_up_exps"), gate, u)?
-                    }
-                    ExpertsGateUp::Merged { gate_up } => up.merged_gate_up(gate_up)?,
-                };
                 let n_used = c.n_expert_used as u32;
                 b.matvec(
-                    &gu,
+                    &experts.gate_up,
                     gate_up(&h2, None, Some((&sel, &sel_w)), n_used, c.n_ff_exp as u32),
                 )?;
-                let down = up.matrix(down_exps)?;
                 b.matvec(
-                    &down,
+                    &experts.down,
                     Mv {
                         mode: MatvecMode::WeightedSum,
-                        accum: true,
                         sel: Some((&sel, &sel_w)),
                         slots: n_used,
                         x_stride: (c.n_ff_exp / 4) as u32,
-                        ..Mv::plain(&act, &x)
+                        ..down(true)
                     },
                 )?;
-                matrices.extend([gu, down]);
                 if let Some(sh) = shared {
                     // The shared expert reuses `act` after the routed down has read it.
-                    let sgu =
-                        up.gate_up(&format!("blk.{il}.ffn_gate_up_shexp"), &sh.gate, &sh.up)?;
-                    let sdown = up.matrix(&sh.down)?;
-                    b.matvec(&sgu, gate_up(&h2, None, None, 1, 0))?;
-                    b.matvec(
-                        &sdown,
-                        Mv {
-                            accum: true,
-                            ..Mv::plain(&act, &x)
-                        },
-                    )?;
-                    matrices.extend([sgu, sdown]);
+                    b.matvec(&sh.gate_up, gate_up(&h2, None, None, 1, 0))?;
+                    b.matvec(&sh.down, down(true))?;
                 }
             }
         }
         blocks.push(BlockRange {
             layer: il,
-            moe: matches!(lw.ffn, Ffn::Moe { .. }),
+            moe: matches!(lw.ffn, FfnWeights::Moe { .. }),
             attn: attn_start..ffn_start,
             ffn: ffn_start..b.out.len(),
         });
     }
 
     // --- output head and top-k candidates ---
-    let output_norm = up.vector(&w.output_norm)?;
+    let head_start = b.out.len();
     let norm_params = b.uniform(
         "result_norm",
         &ops::RmsNormParams {
@@ -399,12 +331,10 @@ pub fn build(
     b.push(
         "result_norm".into(),
         Kernel::RmsNorm,
-        &[&norm_params, &x, &output_norm, &xn],
+        &[&norm_params, &x, &w.output_norm, &xn],
         [1, 1, 1],
     )?;
-    let head = up.matrix(&w.output)?;
-    b.matvec(&head, Mv::plain(&xn, &logits))?;
-    matrices.push(head);
+    b.matvec(&w.output, Mv::plain(&xn, &logits))?;
     let topk_wg = (c.n_vocab / 1024).clamp(1, 128) as u32;
     let cand1_v = scratch("cand1_v", topk_wg as usize * MAX_CANDIDATES);
     let cand1_i = scratch("cand1_i", topk_wg as usize * MAX_CANDIDATES);
@@ -436,6 +366,7 @@ pub fn build(
     Ok(Plan {
         dispatches: b.out,
         blocks,
+        head_start,
         io: Io {
             traced: vec![
                 ("q", After::Attn, q.clone(), c.n_head * n_qk),
@@ -469,7 +400,6 @@ pub fn build(
             topk_params,
             topk_wg,
         },
-        matrices,
     })
 }
 

@@ -1,0 +1,37 @@
+// Adds a chunk's routed expert outputs into the residual stream:
+// y[t·n + r] += Σ_k sel_w[t·n_used + k] · part[(t·n_used + k)·n + r]
+// (part: the routed down matmul's rows, one per assignment).
+//
+// Bindings: 0 params (uniform), 1 part (array<f32>), 2 sel_w (array<f32>),
+// 3 y (array<f32>).
+// Dispatch: (ceil(n / WG), tokens, 1); invocation i of workgroup (x, t)
+// owns y[t·n + x·WG + i].
+
+const WG: u32 = 256u;
+
+struct Params {
+    n: u32,
+    n_used: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> part: array<f32>;
+@group(0) @binding(2) var<storage, read> sel_w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = wid.x * WG + lid;
+    if r >= p.n {
+        return;
+    }
+    let t = wid.y;
+    var s = 0.0;
+    for (var k = 0u; k < p.n_used; k++) {
+        let a = t * p.n_used + k;
+        s += sel_w[a] * part[a * p.n + r];
+    }
+    y[t * p.n + r] += s;
+}

@@ -1,0 +1,138 @@
+//! Batched prefill on the tiny synthetic model, in both kernel variants:
+//! the logits after prefilling a prompt against the CPU reference and
+//! against the token-by-token path, at lengths 1, 7, 64 and one that spans
+//! several chunks with a partial last one; decoding after a prefill; and
+//! prefill after decoding (a chat turn's new text).
+
+mod common;
+
+use glmw::engine::{Engine, EngineOptions};
+use glmw::gpu::Variant;
+use glmw::model::Model;
+use glmw::reference::{ops::rel_l2, MlaForm, Reference};
+
+/// Same bound as the decode path (tests/gpu_engine.rs): the f16 KV cache
+/// dominates the difference to the f32 reference.
+const LOGITS_TOL: f64 = 1e-3;
+/// Prefill vs token-by-token on the GPU: the same cache rows, different
+/// summation orders.
+const PATHS_TOL: f64 = 1e-4;
+
+fn model() -> &'static Model {
+    static M: std::sync::OnceLock<Model> = std::sync::OnceLock::new();
+    M.get_or_init(|| Model::open(common::tiny_model()).unwrap())
+}
+
+fn engine(variant: Variant, ubatch: usize) -> Engine<'static> {
+    let opts = EngineOptions {
+        n_ctx: 256,
+        variant: Some(variant),
+        ubatch,
+        ..Default::default()
+    };
+    Engine::load(model(), common::gpu(), opts, &mut |_, _| {}).unwrap()
+}
+
+/// A prompt of `n` tokens spread over the vocabulary.
+fn prompt(n: usize, seed: u32) -> Vec<u32> {
+    let v = model().config.n_vocab as u32;
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed * 97)) % v)
+        .collect()
+}
+
+fn reference_logits(tokens: &[u32]) -> Vec<f32> {
+    let mut r = Reference::new(model(), 256, MlaForm::Absorbed);
+    let mut out = Vec::new();
+    for &t in tokens {
+        out = r.forward(t).unwrap();
+    }
+    out
+}
+
+#[test]
+fn prefill_matches_reference_and_token_by_token() {
+    // (prompt length, ubatch): one token, a partial tile, exactly four
+    // chunks, and three chunks with a partial last one.
+    let cases = [(1usize, 16usize), (7, 16), (64, 16), (40, 16), (64, 512)];
+    for v in [Variant::Subgroup, Variant::Shared] {
+        for (i, &(n, ub)) in cases.iter().enumerate() {
+            let p = prompt(n, i as u32);
+            let want = reference_logits(&p);
+            let mut e = engine(v, ub);
+            let got = e.prefill_logits(&p).unwrap();
+            assert_eq!(e.pos(), n);
+            let err = rel_l2(&got, &want);
+            assert!(
+                err < LOGITS_TOL,
+                "{v:?}: {n} tokens, ubatch {ub}: prefill logits rel L2 {err:.3e} vs the reference (tolerance {LOGITS_TOL:.0e})"
+            );
+            let mut s = engine(v, ub);
+            let mut step = Vec::new();
+            for &t in &p {
+                step = s.logits(t).unwrap();
+            }
+            let err2 = rel_l2(&got, &step);
+            assert!(
+                err2 < PATHS_TOL,
+                "{v:?}: {n} tokens, ubatch {ub}: prefill vs token by token rel L2 {err2:.3e} (tolerance {PATHS_TOL:.0e})"
+            );
+            eprintln!(
+                "{v:?} n={n} ubatch={ub}: vs reference {err:.2e}, vs token by token {err2:.2e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn decode_after_prefill_and_prefill_after_decode() {
+    let p = prompt(30, 9);
+    for v in [Variant::Subgroup, Variant::Shared] {
+        let mut e = engine(v, 8);
+        // prefill 20, decode 3, prefill 7 more: a chat's second turn
+        e.prefill(&p[..20]).unwrap();
+        for &t in &p[20..23] {
+            e.step(t).unwrap();
+        }
+        let got = e.prefill_logits(&p[23..]).unwrap();
+        let want = reference_logits(&p);
+        let err = rel_l2(&got, &want);
+        assert!(
+            err < LOGITS_TOL,
+            "{v:?}: mixed prefill/decode logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e})"
+        );
+        // and decoding goes on from the prefilled cache
+        let next = e.logits(5).unwrap();
+        let mut all = p.clone();
+        all.push(5);
+        let err = rel_l2(&next, &reference_logits(&all));
+        assert!(
+            err < LOGITS_TOL,
+            "{v:?}: decode after prefill rel L2 {err:.3e}"
+        );
+    }
+}
+
+#[test]
+fn prefill_errors() {
+    let mut e = engine(Variant::Shared, 16);
+    let msg = |r: glmw::Result<Vec<(u32, f32)>>| r.unwrap_err().to_string();
+    assert!(msg(e.prefill(&[])).contains("at least one token"));
+    let v = model().config.n_vocab as u32;
+    assert!(msg(e.prefill(&[1, v])).contains("outside the vocabulary"));
+    assert_eq!(e.pos(), 0, "a rejected prefill must not move the position");
+    let long = prompt(257, 1);
+    assert!(matches!(
+        e.prefill(&long),
+        Err(glmw::Error::ContextFull { n_ctx: 256 })
+    ));
+    assert_eq!(e.pos(), 0);
+    let opts = EngineOptions {
+        ubatch: 0,
+        ..Default::default()
+    };
+    let err = Engine::load(model(), common::gpu(), opts, &mut |_, _| {})
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("--ubatch"), "{err}");
+}
