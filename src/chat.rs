@@ -3,23 +3,11 @@
 //! assistant prefix of the chat template), never the turns before it.
 //! Replies stream through a callback that can stop them.
 
-use crate::engine::{Candidates, Engine};
+use crate::engine::Candidates;
 use crate::error::{Error, Result};
-use crate::sample::{Sampler, SamplerOptions};
-use crate::tokenizer::{render_chat, ChatMessage, Tokenizer};
-
-/// Why a reply ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stop {
-    /// The model produced an end-of-turn / end-of-generation token.
-    EndOfTurn,
-    /// `max_tokens` were generated.
-    Length,
-    /// The callback asked to stop.
-    Cancelled,
-    /// The context is full: `reset` to go on.
-    ContextFull,
-}
+use crate::session::Session;
+pub use crate::session::Stop;
+use crate::tokenizer::{render_chat, ChatMessage};
 
 /// One assistant reply.
 #[derive(Clone, Debug)]
@@ -32,64 +20,52 @@ pub struct Reply {
 }
 
 pub struct Chat<'a> {
-    engine: Engine<'a>,
-    tok: &'a Tokenizer,
-    opts: SamplerOptions,
-    sampler: Sampler,
+    session: Session<'a>,
     system: Option<String>,
     thinking: bool,
-    /// Every token fed to the model since the last reset, in order.
-    fed: Vec<u32>,
-    cands: Candidates,
 }
 
 impl<'a> Chat<'a> {
-    /// `thinking`: let the model reason before answering (GLM's `<think>`).
+    /// A chat over `session` (reset first). `thinking`: let the model
+    /// reason before answering (GLM's `<think>`).
     pub fn new(
-        mut engine: Engine<'a>,
-        tok: &'a Tokenizer,
-        opts: SamplerOptions,
+        mut session: Session<'a>,
         system: Option<String>,
         thinking: bool,
     ) -> Result<Chat<'a>> {
-        let sampler = Sampler::new(opts)?;
-        engine.set_candidates(sampler.candidates())?;
-        engine.reset();
+        session.reset()?;
         Ok(Chat {
-            engine,
-            tok,
-            opts,
-            sampler,
+            session,
             system,
             thinking,
-            fed: Vec::new(),
-            cands: Vec::new(),
         })
     }
 
     /// Forget the conversation (the system message stays).
     pub fn reset(&mut self) -> Result<()> {
-        self.engine.reset();
-        self.fed.clear();
-        self.sampler = Sampler::new(self.opts)?;
-        Ok(())
+        self.session.reset()
     }
 
     /// The next token's candidates after the last fed token.
     pub fn candidates(&self) -> &Candidates {
-        &self.cands
+        self.session.candidates()
     }
 
     /// Every token the model has seen since the last reset.
     pub fn history(&self) -> &[u32] {
-        &self.fed
+        self.session.history()
+    }
+
+    /// The session underneath (cancel handle, position).
+    pub fn session(&self) -> &Session<'a> {
+        &self.session
     }
 
     /// The template text this user message adds: the whole prompt on the
     /// first turn, only the new user turn and assistant prefix after it.
     fn turn_text(&self, user: &str) -> String {
         let user_msg = [ChatMessage::user(user)];
-        if self.fed.is_empty() {
+        if self.session.history().is_empty() {
             let mut msgs = Vec::new();
             if let Some(s) = &self.system {
                 msgs.push(ChatMessage::system(s.clone()));
@@ -102,13 +78,6 @@ impl<'a> Chat<'a> {
         }
     }
 
-    fn feed(&mut self, t: u32) -> Result<()> {
-        self.cands = self.engine.step(t)?;
-        self.fed.push(t);
-        self.sampler.accept(t);
-        Ok(())
-    }
-
     /// Send a user message and generate the reply, calling `on_text` with
     /// each new piece of text; it returns false to stop the reply.
     pub fn send(
@@ -117,44 +86,26 @@ impl<'a> Chat<'a> {
         max_tokens: usize,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Reply> {
-        let ids = self.tok.encode(&self.turn_text(user), true)?;
-        if self.engine.pos() + ids.len() >= self.engine.n_ctx() {
+        let ids = self
+            .session
+            .tokenizer()
+            .encode(&self.turn_text(user), true)?;
+        if self.session.pos() + ids.len() >= self.session.n_ctx() {
             return Err(Error::ContextFull {
-                n_ctx: self.engine.n_ctx(),
+                n_ctx: self.session.n_ctx(),
             });
         }
-        for &t in &ids {
-            self.feed(t)?;
-        }
-        let mut stream = self.tok.stream_decoder();
-        let mut reply = Reply {
-            text: String::new(),
-            tokens: Vec::new(),
+        self.session.feed(&ids)?;
+        let mut tokens = Vec::new();
+        let (text, stop) = self.session.generate(max_tokens, &mut |t| {
+            tokens.push(t.id);
+            on_text(&t.text)
+        })?;
+        Ok(Reply {
+            text,
+            tokens,
             prefilled: ids.len(),
-            stop: Stop::Length,
-        };
-        while reply.tokens.len() < max_tokens {
-            let next = self.sampler.sample(&self.cands)?;
-            if self.tok.is_eog(next) {
-                reply.stop = Stop::EndOfTurn;
-                break;
-            }
-            reply.tokens.push(next);
-            let piece = stream.push(next)?;
-            reply.text.push_str(&piece);
-            if !on_text(&piece) {
-                reply.stop = Stop::Cancelled;
-                break;
-            }
-            match self.feed(next) {
-                Ok(()) => {}
-                Err(Error::ContextFull { .. }) => {
-                    reply.stop = Stop::ContextFull;
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(reply)
+            stop,
+        })
     }
 }

@@ -1,32 +1,26 @@
 //! glmw: an inference engine for GLM-4.7-Flash and its deepseek2-family GGUF
-//! relatives. A token's path: `gguf` parses the file, `model` turns metadata
-//! and tensors into a validated config and typed weights, `reference` runs
-//! the plain-f32 forward pass every GPU kernel is checked against, and
-//! `tokenizer` maps text to ids and back.
+//! relatives, with every kernel in WGSL run through wgpu (Metal, Vulkan,
+//! DX12).
 //!
-//! The library reads no environment variables; all configuration is typed.
-//!
-//! On the GPU, `engine::Engine` holds a model's weights, KV cache and the
-//! pre-recorded decode plan; `chat::Chat` keeps a conversation in that cache
-//! and streams replies:
+//! The embedding API is small: a [`Runtime`] loads a model onto a GPU, and
+//! each [`Session`] over it owns a KV cache, takes text or tokens (prefilled
+//! in batches) and generates tokens through an iterator or a callback, with
+//! cancellation. [`chat::Chat`] keeps a multi-turn conversation in a
+//! session using the model's chat template. Every failure is an [`Error`];
+//! the library reads no environment variables and never panics on user
+//! input. `docs/embedding.md` walks through it.
 //!
 //! ```no_run
 //! use glmw::chat::Chat;
-//! use glmw::engine::{Engine, EngineOptions};
-//! use glmw::gpu::{Gpu, GpuOptions};
-//! use glmw::model::Model;
-//! use glmw::sample::SamplerOptions;
-//! use glmw::tokenizer::Tokenizer;
+//! use glmw::{LoadOptions, Runtime, SamplerOptions};
 //!
 //! fn main() -> glmw::Result<()> {
-//!     let model = Model::open("GLM-4.7-Flash-Q4_0.gguf")?;
-//!     let tokenizer = Tokenizer::from_gguf(&model.file)?;
-//!     let gpu = Gpu::new(GpuOptions::default())?;
-//!     let options = EngineOptions { n_ctx: 8192, ..Default::default() };
-//!     let engine = Engine::load(&model, &gpu, options, &mut |done, total| {
+//!     let opts = LoadOptions { n_ctx: 8192, ..Default::default() };
+//!     let rt = Runtime::load("GLM-4.7-Flash-Q4_0.gguf", opts, &mut |done, total| {
 //!         eprint!("\r{} / {} MB", done >> 20, total >> 20);
 //!     })?;
-//!     let mut chat = Chat::new(engine, &tokenizer, SamplerOptions::default(), None, true)?;
+//!     let session = rt.session(SamplerOptions::default())?;
+//!     let mut chat = Chat::new(session, None, true)?;
 //!     let reply = chat.send("Why is the sky blue?", 512, &mut |piece| {
 //!         print!("{piece}");
 //!         true // false stops the reply
@@ -36,40 +30,37 @@
 //! }
 //! ```
 //!
-//! Token by token, without the chat template: `Engine::step(token)` returns
-//! the next token's top candidates, and `sample::Sampler` picks one.
-//!
-//! ```no_run
-//! # use glmw::engine::{Engine, EngineOptions};
-//! # use glmw::sample::{Sampler, SamplerOptions};
-//! # fn run(engine: &mut Engine, prompt: &[u32]) -> glmw::Result<Vec<u32>> {
-//! let mut sampler = Sampler::new(SamplerOptions { temperature: 0.0, ..Default::default() })?;
-//! engine.set_candidates(sampler.candidates())?;
-//! let mut cands = Vec::new();
-//! for &t in prompt {
-//!     cands = engine.step(t)?;
-//! }
-//! let mut out = Vec::new();
-//! for _ in 0..32 {
-//!     let next = sampler.sample(&cands)?;
-//!     out.push(next);
-//!     cands = engine.step(next)?;
-//! }
-//! # Ok(out)
-//! # }
-//! ```
+//! Inside, a token's path is: `gguf` parses the file, `model` turns metadata
+//! and tensors into a validated config and typed weights, `tokenizer` maps
+//! text to ids, `engine::Engine` runs the GPU plans (`gpu::plan`) over
+//! weights resident on the device, and `sample::Sampler` picks the next id
+//! from the GPU's top candidates. `reference` is the plain-f32 forward pass
+//! every kernel is tested against. Modules marked hidden are public for the
+//! tests, benchmarks and CLI, not as a stable API.
 
+#[doc(hidden)]
 pub mod bench;
 pub mod chat;
+/// The walk-through in `docs/embedding.md`; its examples compile as doctests.
+#[doc = include_str!("../docs/embedding.md")]
+pub mod embedding {}
 pub mod engine;
 pub mod error;
+#[doc(hidden)]
 pub mod gguf;
 pub mod gpu;
 pub mod model;
+#[doc(hidden)]
 pub mod quant;
+#[doc(hidden)]
 pub mod reference;
 pub mod sample;
+pub mod session;
+#[doc(hidden)]
 pub mod synth;
 pub mod tokenizer;
 
 pub use error::{Error, Result};
+pub use gpu::{BackendChoice, GpuOptions};
+pub use sample::SamplerOptions;
+pub use session::{CancelHandle, LoadOptions, Runtime, Session, Stop, Token};

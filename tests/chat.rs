@@ -26,7 +26,8 @@ fn second_turn_feeds_only_its_own_text() {
         ..Default::default()
     };
     let engine = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
-    let mut chat = Chat::new(engine, &tok, greedy(), Some("Be brief.".into()), true).unwrap();
+    let session = glmw::Session::new(engine, &tok, greedy()).unwrap();
+    let mut chat = Chat::new(session, Some("Be brief.".into()), true).unwrap();
     let mut streamed = String::new();
     let r1 = chat
         .send("Hello there", 12, &mut |p| {
@@ -68,7 +69,8 @@ fn a_reply_can_be_cancelled() {
         ..Default::default()
     };
     let engine = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
-    let mut chat = Chat::new(engine, &tok, greedy(), None, false).unwrap();
+    let session = glmw::Session::new(engine, &tok, greedy()).unwrap();
+    let mut chat = Chat::new(session, None, false).unwrap();
     let mut n = 0;
     let r = chat
         .send("Hi", 50, &mut |_| {

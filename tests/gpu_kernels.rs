@@ -10,7 +10,6 @@ mod common;
 
 use glmw::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
 use glmw::gpu::{repack, Format, Kernel};
-use glmw::quant::{self, GgmlType};
 use glmw::reference::ops as cpu;
 
 /// RMSNorm: f32 in, f32 out; only summation order differs from the f64 oracle.
@@ -133,38 +132,6 @@ fn plain(fmt: Format, cols: usize, rows: usize) -> Case {
     }
 }
 
-fn ggml(fmt: Format) -> GgmlType {
-    match fmt {
-        Format::F32 => GgmlType::F32,
-        Format::Q4_0 => GgmlType::Q4_0,
-        Format::Q8_0 => GgmlType::Q8_0,
-        Format::Q5K => GgmlType::Q5_K,
-        Format::Q6K => GgmlType::Q6_K,
-    }
-}
-
-/// Quantize `w`, upload it as the engine does (src/gpu/weights.rs), and
-/// return the dequantized weights the GPU result is judged against.
-fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
-    let mut blocks = Vec::new();
-    quant::quantize_into(ggml(fmt), w, &mut blocks).unwrap();
-    let deq = quant::dequantize_vec(ggml(fmt), &blocks, w.len()).unwrap();
-    let arrays = match fmt {
-        Format::Q4_0 => {
-            let (s, n) = repack::repack_q4_0(&blocks).unwrap();
-            vec![s, n]
-        }
-        Format::Q8_0 => {
-            let (s, q) = repack::repack_q8_0(&blocks).unwrap();
-            vec![s, q]
-        }
-        Format::F32 | Format::Q5K => vec![blocks],
-        Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
-    };
-    let gpu = common::gpu();
-    (deq, arrays.iter().map(|a| gpu.storage("w", a)).collect())
-}
-
 fn dot64(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
 }
@@ -225,18 +192,7 @@ fn oracle(
             }
         }
     }
-    let mut want = y0.to_vec();
-    let mut written = vec![false; y0.len()];
-    for (i, v) in out {
-        assert!(!written[i], "{c:?}: test writes y[{i}] twice");
-        want[i] = if c.accum {
-            (y0[i] as f64 + v) as f32
-        } else {
-            v as f32
-        };
-        written[i] = true;
-    }
-    (want, written)
+    common::expect(&format!("{c:?}"), y0, out, c.accum)
 }
 
 /// Run case `c` in both variants against the oracle; returns the worst error.
@@ -251,7 +207,7 @@ fn check(c: &Case, seed: u64) -> f64 {
         c.rows
     };
     let w = common::randn(c.n_mat * mat_rows * c.cols, 0.02, seed);
-    let (deq, wbufs) = upload(c.fmt, &w);
+    let (deq, wbufs) = common::upload(c.fmt, &w);
     let x_len = match c.mode {
         MatvecMode::GateUp => c.cols,
         _ => (c.slots - 1) * c.x_stride + c.cols,
@@ -322,28 +278,7 @@ fn check(c: &Case, seed: u64) -> f64 {
         ops::run(gpu, &[ops::matvec(gpu, pipes, &spec, &bufs).unwrap()]).unwrap();
         let y = gpu.read_f32(&yb, y_len).unwrap();
         let tag = format!("{:?} {c:?} (TPR {})", pipes.variant, ops::matvec_tpr(units));
-        for (i, (&a, &b)) in y.iter().zip(&want).enumerate() {
-            assert!(
-                written[i] || a.to_bits() == b.to_bits(),
-                "{tag}: y[{i}] must stay {b}, is {a}"
-            );
-        }
-        let pick = |v: &[f32]| -> Vec<f32> {
-            v.iter()
-                .zip(&written)
-                .filter(|p| *p.1)
-                .map(|p| *p.0)
-                .collect()
-        };
-        let (got, exp) = (pick(&y), pick(&want));
-        let e = cpu::rel_l2(&got, &exp);
-        assert!(
-            e < MATVEC_TOL,
-            "{tag}: rel L2 {e:.3e}; {:?} vs {:?}",
-            &got[..3.min(got.len())],
-            &exp[..3.min(exp.len())]
-        );
-        worst = worst.max(e);
+        worst = worst.max(common::compare(&tag, &y, &want, &written, MATVEC_TOL));
     }
     worst
 }

@@ -127,6 +127,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     let gpu = Gpu::new(gpu_opts)?;
     let opts = EngineOptions {
         n_ctx,
+        ubatch: a.device.ubatch,
         ..Default::default()
     };
     let mut bar = super::progress::Progress::new("loading weights");

@@ -60,8 +60,9 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
         .n_ctx
         .unwrap_or_else(|| 4096.min(model.config.n_ctx_train.max(1)));
     let gpu = Gpu::new(gpu_opts)?;
-    let engine = super::generate::load(&model, &gpu, n_ctx, 1)?;
-    let mut chat = Chat::new(engine, &tok, a.sampling, a.system.clone(), a.thinking)?;
+    let engine = super::generate::load(&model, &gpu, n_ctx, 1, a.device.ubatch)?;
+    let session = glmw::Session::new(engine, &tok, a.sampling)?;
+    let mut chat = Chat::new(session, a.system.clone(), a.thinking)?;
     catch_ctrl_c();
     let tty = std::io::stdin().is_terminal();
     if tty {

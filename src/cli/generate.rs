@@ -24,6 +24,8 @@ pub struct GenerateArgs<'a> {
     /// Stop when the output contains one of these.
     pub stop: &'a [String],
     pub gpu: GpuOptions,
+    /// Prompt tokens per prefill chunk.
+    pub ubatch: usize,
     pub json: bool,
 }
 
@@ -33,11 +35,13 @@ pub fn load<'a>(
     gpu: &'a Gpu,
     n_ctx: usize,
     candidates: usize,
+    ubatch: usize,
 ) -> Result<Engine<'a>> {
     let mut bar = Progress::new("loading weights");
     let opts = EngineOptions {
         n_ctx,
         candidates,
+        ubatch,
         ..Default::default()
     };
     let e = Engine::load(model, gpu, opts, &mut |d, t| bar.update(d, t));
@@ -118,13 +122,12 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
         )));
     }
     let gpu = Gpu::new(a.gpu)?;
-    let mut engine = load(&model, &gpu, n_ctx, sampler.candidates())?;
+    let mut engine = load(&model, &gpu, n_ctx, sampler.candidates(), a.ubatch)?;
     let load_s = t_load.elapsed().as_secs_f64();
 
     let t_prompt = Instant::now();
-    let mut cands = Vec::new();
+    let mut cands = engine.prefill(&ids)?;
     for &t in &ids {
-        cands = engine.step(t)?;
         sampler.accept(t);
     }
     let prompt_s = t_prompt.elapsed().as_secs_f64();

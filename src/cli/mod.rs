@@ -67,6 +67,10 @@ pub struct DeviceArgs {
     /// Use the shared-memory kernels even where the GPU has subgroups.
     #[arg(long)]
     pub no_subgroups: bool,
+    /// Prompt tokens the GPU prefills at once (larger chunks read the
+    /// weights fewer times; memory grows with it).
+    #[arg(long, default_value_t = glmw::engine::DEFAULT_UBATCH)]
+    pub ubatch: usize,
 }
 
 impl DeviceArgs {
@@ -126,7 +130,8 @@ enum Command {
         /// KV cache length for the GPU run (default: the number of tokens).
         #[arg(long)]
         ctx: Option<usize>,
-        /// With --out, write the logits of every position, not only the last.
+        /// With --out, write the logits of every position, not only the last
+        /// (the GPU then decodes token by token instead of one batched prefill).
         #[arg(long)]
         all: bool,
         /// Write raw little-endian f32 logits to this file (n_vocab per position).
@@ -360,6 +365,7 @@ pub fn main() -> i32 {
                         },
                         stop: &stop,
                         gpu,
+                        ubatch: device.ubatch,
                         json,
                     })
                 },

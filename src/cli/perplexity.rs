@@ -64,7 +64,13 @@ pub fn perplexity(
         None => None,
     };
     let mut engine = match &gpu {
-        Some(g) => Some(super::generate::load(&model, g, n_ctx, 1)?),
+        Some(g) => Some(super::generate::load(
+            &model,
+            g,
+            n_ctx,
+            1,
+            glmw::engine::DEFAULT_UBATCH,
+        )?),
         None => None,
     };
     let t0 = Instant::now();

@@ -283,9 +283,15 @@ pub fn logits(
         Some(opts) => {
             let gpu = glmw::gpu::Gpu::new(opts)?;
             let n_ctx = ctx.unwrap_or(tokens.len());
-            let mut e = super::generate::load(&model, &gpu, n_ctx, 1)?;
+            let mut e =
+                super::generate::load(&model, &gpu, n_ctx, 1, glmw::engine::DEFAULT_UBATCH)?;
             log::info!("GPU load {:.2} s", t0.elapsed().as_secs_f64());
-            tokens.iter().map(|&t| e.logits(t)).collect::<Result<_>>()?
+            if all {
+                tokens.iter().map(|&t| e.logits(t)).collect::<Result<_>>()?
+            } else {
+                // Only the last row is wanted: one batched prefill.
+                vec![e.prefill_logits(tokens)?]
+            }
         }
     };
     let elapsed = t0.elapsed().as_secs_f64();

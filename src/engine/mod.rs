@@ -49,12 +49,61 @@ impl Default for EngineOptions {
 /// A token's top candidates, best first: (token id, logit).
 pub type Candidates = Vec<(u32, f32)>;
 
+/// A model's pipelines and weights on one GPU, uploaded once and shared by
+/// every engine (session) opened over them; cloning is cheap.
+#[derive(Clone)]
+pub struct Resident {
+    pipes: Arc<Pipelines>,
+    weights: Arc<ResidentWeights>,
+    /// Largest buffer binding the plans may use.
+    limit: u64,
+}
+
+impl Resident {
+    /// Build the pipelines of `opts.variant` and upload `model`'s weights
+    /// (checking first that `opts` can be served, so a bad context fails
+    /// before a long upload). `progress(done, total)` counts weight bytes.
+    pub fn upload(
+        model: &Model,
+        gpu: &Gpu,
+        opts: &EngineOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Resident> {
+        check_options(opts)?;
+        let caps = match opts.variant {
+            Some(v) => gpu.with_variant(v)?,
+            None => gpu.caps.clone(),
+        };
+        let pipes = Pipelines::new(gpu, &caps)?;
+        let mut limit = gpu.caps.max_storage_binding.min(gpu.caps.max_buffer);
+        if let Some(m) = opts.max_binding {
+            limit = limit.min(m);
+        }
+        plan::check(model, opts.n_ctx, limit)?;
+        let weights = ResidentWeights::upload(gpu, model, limit, progress)?;
+        Ok(Resident {
+            pipes: Arc::new(pipes),
+            weights: Arc::new(weights),
+            limit,
+        })
+    }
+}
+
+fn check_options(opts: &EngineOptions) -> Result<()> {
+    if opts.n_ctx == 0 {
+        return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
+    }
+    if opts.ubatch == 0 {
+        return Err(Error::InvalidArgument("--ubatch must be at least 1".into()));
+    }
+    Ok(())
+}
+
 pub struct Engine<'a> {
     pub model: &'a Model,
     pub gpu: &'a Gpu,
     /// Shared by every session of one load.
-    pipes: Arc<Pipelines>,
-    weights: Arc<ResidentWeights>,
+    resident: Resident,
     /// This session's latent KV cache, one buffer per layer (bound by
     /// both plans).
     _caches: Vec<wgpu::Buffer>,
@@ -82,13 +131,35 @@ impl<'a> Engine<'a> {
         opts: EngineOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Engine<'a>> {
+        let r = Resident::upload(model, gpu, &opts, progress)?;
+        Engine::open(model, gpu, &r, opts)
+    }
+
+    /// A new session over the same weights: its own KV cache (`n_ctx`
+    /// tokens, empty) and plans. Sessions are independent; each costs its
+    /// cache and some scratch, not the weights again.
+    pub fn session(&self, n_ctx: usize) -> Result<Engine<'a>> {
+        let opts = EngineOptions {
+            n_ctx,
+            candidates: self.k,
+            ubatch: self.prefill.ubatch,
+            ..Default::default()
+        };
+        Engine::open(self.model, self.gpu, &self.resident, opts)
+    }
+
+    /// An engine over weights already resident (`Resident::upload`) with
+    /// `opts`' context, candidates and ubatch (its variant and binding cap
+    /// are the resident's).
+    pub fn open(
+        model: &'a Model,
+        gpu: &'a Gpu,
+        resident: &Resident,
+        opts: EngineOptions,
+    ) -> Result<Engine<'a>> {
+        check_options(&opts)?;
+        plan::check(model, opts.n_ctx, resident.limit)?;
         let c = &model.config;
-        if opts.n_ctx == 0 {
-            return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
-        }
-        if opts.ubatch == 0 {
-            return Err(Error::InvalidArgument("--ubatch must be at least 1".into()));
-        }
         if opts.n_ctx > c.n_ctx_train.max(1) {
             log::warn!(
                 "context {} is longer than the model was trained for ({})",
@@ -96,60 +167,12 @@ impl<'a> Engine<'a> {
                 c.n_ctx_train
             );
         }
-        let caps = match opts.variant {
-            Some(v) => gpu.with_variant(v)?,
-            None => gpu.caps.clone(),
-        };
-        let pipes = Pipelines::new(gpu, &caps)?;
-        let mut limit = gpu.caps.max_storage_binding.min(gpu.caps.max_buffer);
-        if let Some(m) = opts.max_binding {
-            limit = limit.min(m);
-        }
-        plan::check(model, opts.n_ctx, limit)?;
-        let weights = ResidentWeights::upload(gpu, model, limit, progress)?;
-        Engine::open(model, gpu, Arc::new(pipes), Arc::new(weights), opts)
-    }
-
-    /// A new session over the same weights: its own KV cache (`n_ctx`
-    /// tokens, empty) and plan. Sessions are independent; each costs its
-    /// cache and a few MiB of scratch, not the weights again.
-    pub fn session(&self, n_ctx: usize) -> Result<Engine<'a>> {
-        let limit = self
-            .gpu
-            .caps
-            .max_storage_binding
-            .min(self.gpu.caps.max_buffer);
-        if n_ctx == 0 {
-            return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
-        }
-        plan::check(self.model, n_ctx, limit)?;
-        let opts = EngineOptions {
-            n_ctx,
-            candidates: self.k,
-            ubatch: self.prefill.ubatch,
-            ..Default::default()
-        };
-        Engine::open(
-            self.model,
-            self.gpu,
-            self.pipes.clone(),
-            self.weights.clone(),
-            opts,
-        )
-    }
-
-    fn open(
-        model: &'a Model,
-        gpu: &'a Gpu,
-        pipes: Arc<Pipelines>,
-        weights: Arc<ResidentWeights>,
-        opts: EngineOptions,
-    ) -> Result<Engine<'a>> {
+        let (pipes, weights) = (&resident.pipes, &resident.weights);
         let c = &model.config;
         let caches = plan::kv_caches(gpu, model, opts.n_ctx);
-        let plan = plan::build(gpu, &pipes, model, &weights, &caches)?;
-        let ubatch = opts.ubatch.clamp(1, opts.n_ctx);
-        let prefill = prefill::build(gpu, &pipes, model, &weights, &caches, ubatch)?;
+        let plan = plan::build(gpu, pipes, model, weights, &caches)?;
+        let ubatch = opts.ubatch.min(opts.n_ctx);
+        let prefill = prefill::build(gpu, pipes, model, weights, &caches, ubatch)?;
         let map_buf = |label, size| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -165,8 +188,7 @@ impl<'a> Engine<'a> {
         let mut e = Engine {
             model,
             gpu,
-            pipes,
-            weights,
+            resident: resident.clone(),
             _caches: caches,
             plan,
             prefill,
@@ -219,7 +241,8 @@ impl<'a> Engine<'a> {
 
     /// Weight matrices stored in more than one buffer (binding limit).
     pub fn matrices_split(&self) -> usize {
-        self.weights
+        self.resident
+            .weights
             .matrices()
             .iter()
             .filter(|m| m.parts.len() > 1)
@@ -232,7 +255,7 @@ impl<'a> Engine<'a> {
     }
 
     pub fn variant(&self) -> crate::gpu::Variant {
-        self.pipes.variant
+        self.resident.pipes.variant
     }
 
     /// Run `token` at the current position; returns the next token's

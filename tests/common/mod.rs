@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use glmw::gpu::{repack, Format};
+use glmw::quant::{self, GgmlType};
 use glmw::synth::Preset;
 
 /// A fresh directory under the system temp dir, unique per test.
@@ -50,6 +52,90 @@ pub fn pipelines() -> &'static [glmw::gpu::Pipelines] {
             })
             .collect()
     })
+}
+
+/// The GGUF type of a kernel weight format.
+pub fn ggml(fmt: Format) -> GgmlType {
+    match fmt {
+        Format::F32 => GgmlType::F32,
+        Format::Q4_0 => GgmlType::Q4_0,
+        Format::Q8_0 => GgmlType::Q8_0,
+        Format::Q5K => GgmlType::Q5_K,
+        Format::Q6K => GgmlType::Q6_K,
+    }
+}
+
+/// Quantize `w` in `fmt`, upload it as the engine does (src/gpu/weights.rs), and
+/// return the dequantized weights the GPU result is judged against.
+pub fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
+    let mut blocks = Vec::new();
+    quant::quantize_into(ggml(fmt), w, &mut blocks).unwrap();
+    let deq = quant::dequantize_vec(ggml(fmt), &blocks, w.len()).unwrap();
+    let arrays = match fmt {
+        Format::Q4_0 => {
+            let (s, n) = repack::repack_q4_0(&blocks).unwrap();
+            vec![s, n]
+        }
+        Format::Q8_0 => {
+            let (s, q) = repack::repack_q8_0(&blocks).unwrap();
+            vec![s, q]
+        }
+        Format::F32 | Format::Q5K => vec![blocks],
+        Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
+    };
+    let gpu = gpu();
+    (deq, arrays.iter().map(|a| gpu.storage("w", a)).collect())
+}
+
+/// y as a kernel must leave it: `y0` with the oracle's outputs `out`
+/// (index, value) stored there, or added with `accum`; and which elements
+/// are written.
+pub fn expect(
+    tag: &str,
+    y0: &[f32],
+    out: impl IntoIterator<Item = (usize, f64)>,
+    accum: bool,
+) -> (Vec<f32>, Vec<bool>) {
+    let mut want = y0.to_vec();
+    let mut written = vec![false; y0.len()];
+    for (i, v) in out {
+        assert!(!written[i], "{tag}: test writes y[{i}] twice");
+        want[i] = if accum {
+            (y0[i] as f64 + v) as f32
+        } else {
+            v as f32
+        };
+        written[i] = true;
+    }
+    (want, written)
+}
+
+/// Check a kernel's output `got` against `expect`'s `want`: elements not
+/// `written` bit for bit, the written ones within `tol` (relative L2).
+/// Returns the error.
+pub fn compare(tag: &str, got: &[f32], want: &[f32], written: &[bool], tol: f64) -> f64 {
+    for (i, (&a, &b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            written[i] || a.to_bits() == b.to_bits(),
+            "{tag}: y[{i}] must stay {b}, is {a}"
+        );
+    }
+    let pick = |v: &[f32]| -> Vec<f32> {
+        v.iter()
+            .zip(written)
+            .filter(|p| *p.1)
+            .map(|p| *p.0)
+            .collect()
+    };
+    let (got, exp) = (pick(got), pick(want));
+    let e = glmw::reference::ops::rel_l2(&got, &exp);
+    assert!(
+        e < tol,
+        "{tag}: rel L2 {e:.3e}; {:?} vs {:?}",
+        &got[..3.min(got.len())],
+        &exp[..3.min(exp.len())]
+    );
+    e
 }
 
 /// Seeded values ≈ N(0, std) (xorshift + sum of uniforms); never all zero.

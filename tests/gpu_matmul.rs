@@ -1,0 +1,573 @@
+//! The prefill kernels against f64 CPU oracles, in both kernel variants
+//! (subgroup and shared-memory): matmul.wgsl in every weight format over
+//! dense tiles (partial row workgroups, a partial last tile), with GATE_UP
+//! and ACCUM, over batched heads, and routed through moe_group.wgsl's
+//! tiles (then moe_sum.wgsl), as src/gpu/plan/prefill.rs uses them.
+//! Matmuls are judged against the dequantized weights, so quantization
+//! error is not the kernel's. Outputs are poisoned with NaN (ACCUM ones hold
+//! random values) and every element a dispatch must not write, rows past
+//! the chunk's tokens included, is checked to be left bit for bit.
+
+mod common;
+
+use glmw::gpu::ops::{self, Dispatch, MatmulBuffers, MatmulParams, MATMUL_ROWS, MATMUL_TILE};
+use glmw::gpu::{Format, Kernel, Pipelines};
+
+/// Matmul vs f64 dot products over the dequantized weights: f32
+/// accumulation over up to 512 terms (~1e-7 in practice); a wrong weight,
+/// scale, x row or output row anywhere gives ~1e-2 or more. Same bound as
+/// the matvecs (tests/gpu_kernels.rs MATVEC_TOL).
+const MATMUL_TOL: f64 = 1e-5;
+
+/// moe_sum vs f64: n_used products added to a residual, one f32 rounding
+/// each.
+const MOE_SUM_TOL: f64 = 1e-6;
+
+/// Output rows (tokens or assignments) past the chunk's that must stay as
+/// they were.
+const EXTRA_ROWS: usize = 5;
+
+/// Extra poisoned floats after every output, to catch overruns.
+const TAIL: usize = 7;
+
+/// One matmul dispatch to check: shapes and layout (floats, not vec4s).
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    fmt: Format,
+    gate_up: bool,
+    accum: bool,
+    cols: usize,
+    /// Output rows per matrix (GATE_UP: rows of each half).
+    rows: usize,
+    /// Matrices stacked in the weight buffer (experts or heads).
+    n_mat: usize,
+    /// Rows of y written: tokens (dense) or assignments (routed).
+    n_rows: usize,
+    /// Batched heads (grid z).
+    heads: usize,
+    x_div: usize,
+    x_tok: usize,
+    y_tok: usize,
+    x_stride: usize,
+    y_stride: usize,
+    y_off: usize,
+}
+
+/// A dense matmul of `n_tok` rows of x, packed.
+fn dense(fmt: Format, cols: usize, rows: usize, n_tok: usize) -> Case {
+    Case {
+        fmt,
+        gate_up: false,
+        accum: false,
+        cols,
+        rows,
+        n_mat: 1,
+        n_rows: n_tok,
+        heads: 1,
+        x_div: 1,
+        x_tok: cols,
+        y_tok: rows,
+        x_stride: 0,
+        y_stride: 0,
+        y_off: 0,
+    }
+}
+
+impl Case {
+    fn mat_rows(&self) -> usize {
+        if self.gate_up {
+            2 * self.rows
+        } else {
+            self.rows
+        }
+    }
+
+    /// Floats of x the case reads.
+    fn x_len(&self) -> usize {
+        let last = (self.n_rows - 1) / self.x_div;
+        (last * self.x_tok + (self.heads - 1) * self.x_stride + self.cols).next_multiple_of(4)
+    }
+
+    /// Floats of y, with EXTRA_ROWS rows and TAIL floats that must stay.
+    fn y_len(&self) -> usize {
+        (self.n_rows + EXTRA_ROWS - 1) * self.y_tok
+            + (self.heads - 1) * self.y_stride
+            + self.y_off
+            + self.rows
+            + TAIL
+    }
+}
+
+/// Where a matmul's rows of x come from: `mats[a]` is the matrix of
+/// assignment a (dense: all 0), and `tiles`/`order` the buffers the kernel
+/// reads, launched as `n_tiles` tiles.
+struct Tiles {
+    mats: Vec<u32>,
+    tiles: wgpu::Buffer,
+    order: wgpu::Buffer,
+    n_tiles: u32,
+}
+
+/// The host-written dense tiles of prefill.rs (`write_chunk`) over an
+/// identity order as long as a whole last tile (rows past `n_tok` exist
+/// in `order`, as in a chunk shorter than ubatch).
+fn dense_tiles(n_tok: usize) -> Tiles {
+    let n = n_tok as u32;
+    let tiles: Vec<[u32; 4]> = (0..n.div_ceil(MATMUL_TILE))
+        .map(|i| [0, i * MATMUL_TILE, MATMUL_TILE.min(n - i * MATMUL_TILE), 0])
+        .collect();
+    let ids: Vec<u32> = (0..n.next_multiple_of(MATMUL_TILE) + EXTRA_ROWS as u32).collect();
+    let gpu = common::gpu();
+    Tiles {
+        mats: vec![0; n_tok],
+        tiles: gpu.storage("tiles", bytemuck::cast_slice(&tiles)),
+        order: gpu.storage("order", bytemuck::cast_slice(&ids)),
+        n_tiles: tiles.len() as u32,
+    }
+}
+
+fn dot64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
+}
+
+/// y as the matmul must leave it, and which elements it writes.
+fn oracle(c: &Case, deq: &[f32], mats: &[u32], x: &[f32], y0: &[f32]) -> (Vec<f32>, Vec<bool>) {
+    let mat_rows = c.mat_rows();
+    let row = |m: usize, r: usize| &deq[(m * mat_rows + r) * c.cols..][..c.cols];
+    let mut out = Vec::new();
+    for (a, &m0) in mats.iter().enumerate() {
+        for z in 0..c.heads {
+            let m = m0 as usize + z;
+            let xo = (a / c.x_div) * c.x_tok + z * c.x_stride;
+            let xr = &x[xo..xo + c.cols];
+            for r in 0..c.rows {
+                let mut v = dot64(row(m, r), xr);
+                if c.gate_up {
+                    v = v / (1.0 + (-v).exp()) * dot64(row(m, c.rows + r), xr);
+                }
+                out.push((a * c.y_tok + z * c.y_stride + c.y_off + r, v));
+            }
+        }
+    }
+    common::expect(&format!("{c:?}"), y0, out, c.accum)
+}
+
+/// Run case `c` in `pipes` on weights (`deq`, `wbufs`), x and initial y
+/// `y0`, through `t`; check it against the oracle. Returns the error and
+/// the y it computed.
+fn check(
+    pipes: &Pipelines,
+    c: &Case,
+    (deq, wbufs): &(Vec<f32>, Vec<wgpu::Buffer>),
+    t: &Tiles,
+    x: &[f32],
+    y0: &[f32],
+) -> (f64, Vec<f32>) {
+    assert!(c.x_tok % 4 == 0 && c.x_stride % 4 == 0 && c.cols % 32 == 0);
+    assert_eq!(t.mats.len(), c.n_rows);
+    let gpu = common::gpu();
+    let (want, written) = oracle(c, deq, &t.mats, x, y0);
+    let units = (c.cols / 32) as u32;
+    let params = MatmulParams {
+        rows: c.rows as u32,
+        units,
+        mat_units: (c.mat_rows() as u32) * units,
+        x_div: c.x_div as u32,
+        x_tok: (c.x_tok / 4) as u32,
+        y_tok: c.y_tok as u32,
+        x_stride: (c.x_stride / 4) as u32,
+        y_stride: c.y_stride as u32,
+        y_off: c.y_off as u32,
+        _pad: [0; 3],
+    };
+    let pb = gpu.uniform("p", &params);
+    let xb = gpu.storage("x", bytemuck::cast_slice(x));
+    let yb = gpu.storage("y", bytemuck::cast_slice(y0));
+    let bufs = MatmulBuffers {
+        params: &pb,
+        x: &xb,
+        y: &yb,
+        tiles: &t.tiles,
+        order: &t.order,
+        unused: &t.tiles,
+        weights: wbufs,
+    };
+    let mut d = ops::matmul(gpu, pipes, c.fmt, c.gate_up, c.accum, &bufs).unwrap();
+    d.workgroups = [
+        (c.rows as u32).div_ceil(MATMUL_ROWS),
+        t.n_tiles,
+        c.heads as u32,
+    ];
+    ops::run(gpu, &[d]).unwrap();
+    let y = gpu.read_f32(&yb, y0.len()).unwrap();
+    let tag = format!("{:?} {c:?}", pipes.variant);
+    (common::compare(&tag, &y, &want, &written, MATMUL_TOL), y)
+}
+
+/// Random weights for `c`, quantized and uploaded.
+fn weights(c: &Case, seed: u64) -> (Vec<f32>, Vec<wgpu::Buffer>) {
+    let w = common::randn(c.n_mat * c.mat_rows() * c.cols, 0.02, seed);
+    common::upload(c.fmt, &w)
+}
+
+/// Dense cases in both variants: random x, y poisoned (ACCUM: random).
+fn check_dense(name: &str, cases: &[Case]) {
+    let mut worst = 0f64;
+    for (i, c) in cases.iter().enumerate() {
+        let seed = 1000 * i as u64 + 31;
+        let w = weights(c, seed);
+        let t = dense_tiles(c.n_rows);
+        let x = common::randn(c.x_len(), 1.0, seed + 1);
+        let y0 = if c.accum {
+            common::randn(c.y_len(), 1.0, seed + 2)
+        } else {
+            vec![f32::NAN; c.y_len()]
+        };
+        for pipes in common::pipelines() {
+            worst = worst.max(check(pipes, c, &w, &t, &x, &y0).0);
+        }
+    }
+    eprintln!(
+        "{name}: {} cases, worst rel L2 {worst:.2e} (tolerance {MATMUL_TOL:.0e})",
+        cases.len()
+    );
+}
+
+#[test]
+fn matmul_every_format_dense() {
+    use Format::*;
+    // 70 rows: a second row workgroup with 6 live rows; 19 tokens: tiles
+    // of 8, 8 and 3. Units per row not a multiple of TPR (3, 5, 9).
+    let mut cases: Vec<Case> = [(F32, 96), (Q4_0, 160), (Q8_0, 288), (Q5K, 256), (Q6K, 512)]
+        .iter()
+        .map(|&(f, cols)| dense(f, cols, 70, 19))
+        .collect();
+    cases.extend([
+        // one token; exactly one tile; wide x rows, gaps and an offset in y
+        // (a row part of a split matrix) that must stay NaN
+        dense(Q4_0, 64, 9, 1),
+        dense(Q6K, 256, 64, 8),
+        Case {
+            x_tok: 96 + 8,
+            y_tok: 70 + 11,
+            y_off: 4,
+            ..dense(Q8_0, 96, 70, 19)
+        },
+        Case {
+            x_tok: 256 + 4,
+            y_tok: 130,
+            y_off: 1,
+            ..dense(Q5K, 256, 129, 17)
+        },
+    ]);
+    check_dense("matmul dense", &cases);
+}
+
+#[test]
+fn matmul_gate_up_and_accum() {
+    use Format::*;
+    let gate_up = |f, cols, rows, n_tok| Case {
+        gate_up: true,
+        ..dense(f, cols, rows, n_tok)
+    };
+    let accum = |f, cols, rows, n_tok| Case {
+        accum: true,
+        ..dense(f, cols, rows, n_tok)
+    };
+    let cases = [
+        // dense / shared FFN gate+up: 70 rows of gate then 70 of up
+        gate_up(Q4_0, 256, 70, 19),
+        gate_up(Q8_0, 96, 13, 5),
+        gate_up(Q6K, 256, 64, 11),
+        Case {
+            y_tok: 80,
+            y_off: 3,
+            ..gate_up(F32, 64, 70, 9)
+        },
+        // attn_output / down + residual
+        accum(Q4_0, 160, 70, 19),
+        accum(Q5K, 512, 33, 8),
+        Case {
+            y_tok: 75,
+            y_off: 2,
+            ..accum(Q8_0, 64, 70, 10)
+        },
+    ];
+    check_dense("matmul gate+up/accum", &cases);
+}
+
+#[test]
+fn matmul_batched_heads() {
+    use Format::*;
+    // n heads; each token's x row holds the heads' inputs x_stride apart
+    // (reading the first cols of each), y rows their outputs y_stride apart.
+    let heads = |f, cols, rows, n: usize, x_stride: usize, y_stride: usize, n_tok| Case {
+        n_mat: n,
+        heads: n,
+        x_stride,
+        y_stride,
+        x_tok: n * x_stride,
+        y_tok: n * y_stride,
+        ..dense(f, cols, rows, n_tok)
+    };
+    let cases = [
+        // k_b: each head's q_nope (64 of its 96 q floats) → 70 latent
+        heads(Q8_0, 64, 70, 4, 96, 70, 19),
+        // v_b: each head's latent → 40
+        heads(Q4_0, 128, 40, 3, 128, 40, 19),
+        // gaps between heads' outputs and an offset, that must stay NaN
+        Case {
+            y_off: 2,
+            ..heads(Q5K, 256, 9, 3, 260, 13, 10)
+        },
+        heads(Q6K, 256, 65, 2, 256, 65, 1),
+    ];
+    check_dense("matmul batched heads", &cases);
+}
+
+// ---- routed experts ------------------------------------------------------
+
+/// Expert selections sel[t·n_used + k], distinct per token and skewed:
+/// every token but each fifth selects expert 0 (over 8 assignments make
+/// several tiles), the rest come from experts 1..n_expert - 1 (a seeded
+/// start, then consecutive), so the last expert gets none; odd tokens swap
+/// their first two slots.
+fn select(n_tok: usize, n_used: usize, n_expert: usize, seed: u64) -> Vec<u32> {
+    assert!(n_used + 1 < n_expert);
+    let others = n_expert as u32 - 2;
+    let start = common::randn(n_tok, 1.0, seed);
+    let mut sel = Vec::new();
+    for (t, s) in start.iter().enumerate() {
+        let mut row: Vec<u32> = vec![if t % 5 == 4 { 1 } else { 0 }];
+        let mut e = s.to_bits() / 7;
+        while row.len() < n_used {
+            e += 1;
+            if !row.contains(&(1 + e % others)) {
+                row.push(1 + e % others);
+            }
+        }
+        if t % 2 == 1 {
+            row.swap(0, 1);
+        }
+        sel.extend(row);
+    }
+    sel
+}
+
+fn read_u32(buf: &wgpu::Buffer, n: usize) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&common::gpu().read(buf, 4 * n as u64).unwrap())
+}
+
+/// Run moe_group over `sel` and check its outputs exactly: `order` a
+/// permutation of the assignments sorted by expert, `tiles` each expert's
+/// run in tiles of MATMUL_TILE then zero tiles up to max_tiles.
+fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
+    let gpu = common::gpu();
+    let n_assign = sel.len();
+    let max_tiles = ops::max_tiles(n_assign as u32, n_expert as u32);
+    let gp = gpu.uniform(
+        "p",
+        &ops::MoeGroupParams {
+            n_assign: n_assign as u32,
+            n_expert: n_expert as u32,
+            tile: MATMUL_TILE,
+            max_tiles,
+        },
+    );
+    let sb = gpu.storage("sel", bytemuck::cast_slice(sel));
+    let order = gpu.storage("order", bytemuck::cast_slice(&vec![u32::MAX; n_assign]));
+    let tiles = gpu.storage(
+        "tiles",
+        bytemuck::cast_slice(&vec![u32::MAX; 4 * max_tiles as usize]),
+    );
+    let d = Dispatch::new(
+        gpu,
+        pipes,
+        Kernel::MoeGroup,
+        &[],
+        &[&gp, &sb, &order, &tiles],
+        [1, 1, 1],
+    );
+    ops::run(gpu, &[d.unwrap()]).unwrap();
+    let tag = format!("{:?} moe_group {n_assign} over {n_expert}", pipes.variant);
+
+    let got = read_u32(&order, n_assign);
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert!(
+        sorted.iter().copied().eq(0..n_assign as u32),
+        "{tag}: order {got:?} is not a permutation"
+    );
+    let experts: Vec<u32> = got.iter().map(|&a| sel[a as usize]).collect();
+    assert!(
+        experts.is_sorted(),
+        "{tag}: order not grouped by expert: {experts:?}"
+    );
+
+    let mut want: Vec<[u32; 4]> = Vec::new();
+    let mut first = 0;
+    for e in 0..n_expert as u32 {
+        let c = sel.iter().filter(|&&s| s == e).count() as u32;
+        for i in (0..c).step_by(MATMUL_TILE as usize) {
+            want.push([e, first + i, MATMUL_TILE.min(c - i), 0]);
+        }
+        first += c;
+    }
+    assert!(
+        want.len() <= max_tiles as usize,
+        "{tag}: max_tiles too small"
+    );
+    want.resize(max_tiles as usize, [0; 4]);
+    let got: Vec<[u32; 4]> = bytemuck::pod_collect_to_vec(&read_u32(&tiles, 4 * want.len()));
+    assert_eq!(got, want, "{tag}: tiles");
+    Tiles {
+        mats: sel.to_vec(),
+        tiles,
+        order,
+        n_tiles: max_tiles,
+    }
+}
+
+/// moe_sum of `part` (one row per assignment) into the residual `y0`, checked
+/// against the oracle; returns the error.
+fn moe_sum(pipes: &Pipelines, n_used: usize, part: &[f32], sel_w: &[f32], y0: &[f32]) -> f64 {
+    let gpu = common::gpu();
+    let n = part.len() / sel_w.len();
+    let n_tok = sel_w.len() / n_used;
+    let out = (0..n_tok * n).map(|i| {
+        let (t, r) = (i / n, i % n);
+        let s: f64 = (0..n_used)
+            .map(|k| {
+                let a = t * n_used + k;
+                sel_w[a] as f64 * part[a * n + r] as f64
+            })
+            .sum();
+        (i, s)
+    });
+    let (want, written) = common::expect("moe_sum", y0, out, true);
+    let pb = gpu.uniform(
+        "p",
+        &ops::MoeSumParams {
+            n: n as u32,
+            n_used: n_used as u32,
+            _pad: [0; 2],
+        },
+    );
+    let partb = gpu.storage("part", bytemuck::cast_slice(part));
+    let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w));
+    let yb = gpu.storage("y", bytemuck::cast_slice(y0));
+    let wg = [(n as u32).div_ceil(256), n_tok as u32, 1];
+    let d = Dispatch::new(
+        gpu,
+        pipes,
+        Kernel::MoeSum,
+        &[],
+        &[&pb, &partb, &wb, &yb],
+        wg,
+    );
+    ops::run(gpu, &[d.unwrap()]).unwrap();
+    let y = gpu.read_f32(&yb, y0.len()).unwrap();
+    let tag = format!("{:?} moe_sum n={n} n_used={n_used}", pipes.variant);
+    common::compare(&tag, &y, &want, &written, MOE_SUM_TOL)
+}
+
+/// One routed MoE block as prefill.rs runs it: group, experts' gate+up
+/// (x_div = n_used: each assignment reads its token's row), experts' down,
+/// weighted sum into the residual.
+#[derive(Clone, Copy, Debug)]
+struct Moe {
+    gate_up: Format,
+    down: Format,
+    n_embd: usize,
+    n_ff: usize,
+    n_tok: usize,
+    n_used: usize,
+    n_expert: usize,
+}
+
+/// Returns the worst errors of the matmuls and of moe_sum.
+fn check_moe(m: &Moe, seed: u64) -> (f64, f64) {
+    let n_assign = m.n_tok * m.n_used;
+    let sel = select(m.n_tok, m.n_used, m.n_expert, seed);
+    let sel_w: Vec<f32> = common::randn(n_assign, 0.2, seed + 1)
+        .iter()
+        .map(|v| 0.5 + v)
+        .collect();
+    let routed = |fmt, cols, rows| Case {
+        n_mat: m.n_expert,
+        ..dense(fmt, cols, rows, n_assign)
+    };
+    let gu = Case {
+        gate_up: true,
+        x_div: m.n_used,
+        ..routed(m.gate_up, m.n_embd, m.n_ff)
+    };
+    let down = routed(m.down, m.n_ff, m.n_embd);
+    let (w_gu, w_down) = (weights(&gu, seed + 2), weights(&down, seed + 3));
+    let h = common::randn(gu.x_len(), 1.0, seed + 4);
+    // A residual about as large as the routed outputs, so that each term
+    // of the sum counts.
+    let resid = common::randn((m.n_tok + EXTRA_ROWS) * m.n_embd + TAIL, 0.01, seed + 5);
+    let (mut worst_mm, mut worst_sum) = (0f64, 0f64);
+    for pipes in common::pipelines() {
+        let t = group(pipes, &sel, m.n_expert);
+        let (e, act) = check(pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
+        worst_mm = worst_mm.max(e);
+        let act = &act[..down.x_len()];
+        let (e, part) = check(
+            pipes,
+            &down,
+            &w_down,
+            &t,
+            act,
+            &vec![f32::NAN; down.y_len()],
+        );
+        worst_mm = worst_mm.max(e);
+        let part = &part[..n_assign * m.n_embd];
+        worst_sum = worst_sum.max(moe_sum(pipes, m.n_used, part, &sel_w, &resid));
+    }
+    (worst_mm, worst_sum)
+}
+
+#[test]
+fn moe_routed_group_matmuls_and_sum() {
+    use Format::*;
+    let moe = |gate_up, down, n_embd, n_ff, n_tok| Moe {
+        gate_up,
+        down,
+        n_embd,
+        n_ff,
+        n_tok,
+        n_used: 2,
+        n_expert: 6,
+    };
+    let cases = [
+        // 42 assignments, 17 of them to expert 0 (tiles of 8, 8, 1), none
+        // to expert 5; 288 = 5 row workgroups, the last partly live, and
+        // 2 moe_sum workgroups
+        moe(Q4_0, Q8_0, 288, 96, 21),
+        moe(Q5K, Q6K, 256, 256, 21),
+        // fewer assignments than max_tiles' n_expert term
+        moe(Q8_0, Q4_0, 64, 160, 3),
+        Moe {
+            n_used: 4,
+            n_expert: 7,
+            ..moe(F32, Q6K, 96, 256, 13)
+        },
+    ];
+    // (whatever the seed)
+    let sel = select(21, 2, 6, 0);
+    let count = |e| sel.iter().filter(|&&s| s == e).count();
+    assert!(count(0) == 17 && count(5) == 0);
+    let (mut worst_mm, mut worst_sum) = (0f64, 0f64);
+    for (i, m) in cases.iter().enumerate() {
+        let (a, b) = check_moe(m, 1000 * i as u64 + 17);
+        worst_mm = worst_mm.max(a);
+        worst_sum = worst_sum.max(b);
+    }
+    eprintln!(
+        "moe routed: {} cases, matmuls worst rel L2 {worst_mm:.2e} (tolerance {MATMUL_TOL:.0e}), \
+         moe_sum {worst_sum:.2e} (tolerance {MOE_SUM_TOL:.0e})",
+        cases.len()
+    );
+}
