@@ -14,17 +14,21 @@
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 y (array<f32>),
 // 3 tiles (array<vec4<u32>>), 4 order (array<u32>), 5 unused, 6 (and 7)
 // the weights of the format file.
-// Dispatch: (ceil(rows / (WG / TPR)), tiles, heads).
-// Each workgroup owns WG / TPR weight rows of one tile. TPR invocations
-// share a row and take every TPR-th unit: the unit is dequantized once into
-// registers and dotted with the tile's TOK rows of x (TOK accumulators per
-// invocation), then seg_sum adds the TPR partials of each.
+// Dispatch: (ceil(rows / ROWS), tiles, heads).
+// Each workgroup owns ROWS = RPI·WG/TPR weight rows of one tile: TPR
+// invocations share RPI rows (WG/TPR apart) and take every TPR-th unit. The
+// units are dequantized once into registers (unit_load) and each vec4 of x
+// read is used for all RPI rows; every invocation keeps RPI·TOK partial
+// sums, which seg_sum adds over the TPR invocations.
 //
 // Overrides: GATE_UP: W holds gate rows then up rows of each matrix;
-// y = silu(gate · x) · (up · x). ACCUM: y += result (residual adds).
+// y = silu(gate · x) · (up · x) (gate first, then up: both at once would
+// double the registers). ACCUM: y += result (residual adds).
 
 const WG: u32 = 256u;
 const TPR: u32 = 4u;
+// Weight rows per invocation.
+const RPI: u32 = 2u;
 // Rows of x per tile; ops::MATMUL_TILE on the host.
 const TOK: u32 = 8u;
 
@@ -73,12 +77,32 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-fn unit_x(w: Unit, xo: u32) -> f32 {
-    var s = 0.0;
-    for (var k = 0u; k < 8u; k++) {
-        s += dot(w[k], x[xo + k]);
+alias Sums = array<array<f32, TOK>, RPI>;
+
+// Partial dots of rows r + i·WG/TPR (i < RPI; clamped to the matrix, the
+// caller drops rows past it) of the matrix at unit `mat` with the tile's x
+// rows at vec4 offsets xo, over units t, t + TPR, …
+fn tile_dots(mat: u32, r: u32, t: u32, xo: array<u32, TOK>) -> Sums {
+    var acc: Sums;
+    var base: array<u32, RPI>;
+    for (var i = 0u; i < RPI; i++) {
+        base[i] = mat + min(r + i * (WG / TPR), p.rows - 1u) * p.units;
     }
-    return s;
+    for (var u = t; u < p.units; u += TPR) {
+        var w: array<Unit, RPI>;
+        for (var i = 0u; i < RPI; i++) {
+            w[i] = unit_load(base[i] + u);
+        }
+        for (var j = 0u; j < TOK; j++) {
+            for (var k = 0u; k < 8u; k++) {
+                let xk = x[xo[j] + 8u * u + k];
+                for (var i = 0u; i < RPI; i++) {
+                    acc[i][j] += dot(w[i][k], xk);
+                }
+            }
+        }
+    }
+    return acc;
 }
 
 fn silu(v: f32) -> f32 {
@@ -92,9 +116,8 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     if tile.z == 0u {
         return;
     }
-    let r = wid.x * (WG / TPR) + ids.lid / TPR;
+    let r = wid.x * (RPI * WG / TPR) + ids.lid / TPR;
     let t = ids.lid % TPR;
-    let live = r < p.rows;
     let m = tile.x + wid.z;
 
     var xo: array<u32, TOK>;
@@ -103,35 +126,27 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         let a = order[tile.y + min(j, tile.z - 1u)];
         xo[j] = (a / p.x_div) * p.x_tok + wid.z * p.x_stride;
     }
-    var acc: array<f32, TOK>;
-    var acc_up: array<f32, TOK>;
-    if live {
-        let base = m * p.mat_units + r * p.units;
-        for (var u = t; u < p.units; u += TPR) {
-            let w = unit_load(base + u);
-            for (var j = 0u; j < TOK; j++) {
-                acc[j] += unit_x(w, xo[j] + 8u * u);
-            }
-            if GATE_UP {
-                let w_up = unit_load(base + p.rows * p.units + u);
-                for (var j = 0u; j < TOK; j++) {
-                    acc_up[j] += unit_x(w_up, xo[j] + 8u * u);
-                }
-            }
-        }
+    let mat = m * p.mat_units;
+    let gate = tile_dots(mat, r, t, xo);
+    var up: Sums;
+    if GATE_UP {
+        up = tile_dots(mat + p.rows * p.units, r, t, xo);
     }
-    for (var j = 0u; j < TOK; j++) {
-        var out = seg_sum(acc[j], ids, TPR);
-        if GATE_UP {
-            out = silu(out) * seg_sum(acc_up[j], ids, TPR);
-        }
-        if t == 0u && live && j < tile.z {
-            let a = order[tile.y + j];
-            let idx = a * p.y_tok + wid.z * p.y_stride + p.y_off + r;
-            if ACCUM {
-                y[idx] += out;
-            } else {
-                y[idx] = out;
+    for (var i = 0u; i < RPI; i++) {
+        let ri = r + i * (WG / TPR);
+        for (var j = 0u; j < TOK; j++) {
+            var out = seg_sum(gate[i][j], ids, TPR);
+            if GATE_UP {
+                out = silu(out) * seg_sum(up[i][j], ids, TPR);
+            }
+            if t == 0u && ri < p.rows && j < tile.z {
+                let a = order[tile.y + j];
+                let idx = a * p.y_tok + wid.z * p.y_stride + p.y_off + ri;
+                if ACCUM {
+                    y[idx] += out;
+                } else {
+                    y[idx] = out;
+                }
             }
         }
     }

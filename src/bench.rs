@@ -80,6 +80,13 @@ pub struct ModelReport {
     pub wall_us: f64,
     /// GPU time per op, largest first.
     pub ops: Vec<OpTime>,
+    /// Tokens in the profiled prefill chunk (the prompt's first chunk).
+    pub prefill_chunk: usize,
+    pub prefill_dispatches: usize,
+    /// GPU µs of the profiled chunk (0 without timestamps).
+    pub prefill_gpu_us: f64,
+    /// The chunk's GPU time per op, largest first.
+    pub prefill_ops: Vec<OpTime>,
 }
 
 /// Prefill `prompt_len` tokens, decode `gen` greedily after it and at each
@@ -137,8 +144,34 @@ pub fn model(
     e.profile_token(token(0))?; // warm the timestamp path
     e.jump_to(prompt_len.min(e.n_ctx() - 1))?;
     let p = e.profile_token(token(0))?;
+    let ops = by_op(&p.dispatches);
+    // One prefill chunk with timestamps (after a warm-up run of it).
+    let chunk = &prompt[..prompt_len.min(e.ubatch())];
+    e.reset();
+    e.profile_prefill(chunk)?;
+    e.reset();
+    let pf = e.profile_prefill(chunk)?;
+    e.reset();
+    Ok(ModelReport {
+        prompt_tokens: prompt_len,
+        pp_tok_s: prompt_len as f64 / prompt_s.max(1e-9),
+        ttft_ms: prompt_s * 1e3,
+        decode,
+        dispatches: e.dispatches_per_token(),
+        gpu_us: p.gpu_ns / 1e3,
+        wall_us: p.wall_ns / 1e3,
+        ops,
+        prefill_chunk: chunk.len(),
+        prefill_dispatches: pf.len(),
+        prefill_gpu_us: pf.iter().map(|d| d.2).sum::<f64>() / 1e3,
+        prefill_ops: by_op(&pf),
+    })
+}
+
+/// GPU time per op (summed over layers), largest first.
+fn by_op(dispatches: &[(String, &'static str, f64)]) -> Vec<OpTime> {
     let mut ops: Vec<OpTime> = Vec::new();
-    for (op, kernel, ns) in &p.dispatches {
+    for (op, kernel, ns) in dispatches {
         match ops.iter_mut().find(|o| &o.op == op) {
             Some(o) => {
                 o.count += 1;
@@ -153,16 +186,7 @@ pub fn model(
         }
     }
     ops.sort_by(|a, b| b.us.total_cmp(&a.us));
-    Ok(ModelReport {
-        prompt_tokens: prompt_len,
-        pp_tok_s: prompt_len as f64 / prompt_s.max(1e-9),
-        ttft_ms: prompt_s * 1e3,
-        decode,
-        dispatches: e.dispatches_per_token(),
-        gpu_us: p.gpu_ns / 1e3,
-        wall_us: p.wall_ns / 1e3,
-        ops,
-    })
+    ops
 }
 
 #[derive(Clone, Debug)]

@@ -212,8 +212,11 @@ fn model_tier(
 ) -> Result<Vec<(&'static str, Json)>> {
     let r = bench::model(e, a.prompt_len, a.gen, &a.depth)?;
     text.push(format!(
-        "pp{}: {:.1} tok/s (token by token), time to first token {:.1} ms",
-        r.prompt_tokens, r.pp_tok_s, r.ttft_ms
+        "pp{}: {:.1} tok/s (batched prefill, ubatch {}), time to first token {:.1} ms",
+        r.prompt_tokens,
+        r.pp_tok_s,
+        e.ubatch(),
+        r.ttft_ms
     ));
     let mut runs = Vec::new();
     for d in &r.decode {
@@ -234,29 +237,15 @@ fn model_tier(
         "{} dispatches/token; profiled token: GPU {:.0} us, wall {:.0} us",
         r.dispatches, r.gpu_us, r.wall_us
     ));
-    for o in r.ops.iter().take(20) {
-        text.push(format!(
-            "  {:<24} {:<14} x{:<3} {:>9.1} us {:>5.1}%",
-            o.op,
-            o.kernel,
-            o.count,
-            o.us,
-            100.0 * o.us / r.gpu_us.max(1e-9)
-        ));
-    }
-    let ops = r
-        .ops
-        .iter()
-        .map(|o| {
-            Json::obj(vec![
-                ("op", Json::str(o.op.clone())),
-                ("kernel", Json::str(o.kernel)),
-                ("count", Json::num(o.count as f64)),
-                ("us", Json::num(o.us)),
-                ("share", Json::num(o.us / r.gpu_us.max(1e-9))),
-            ])
-        })
-        .collect();
+    op_lines(&r.ops, r.gpu_us, text);
+    text.push(format!(
+        "prefill chunk of {} tokens: {} dispatches, GPU {:.0} us ({:.1} tok/s)",
+        r.prefill_chunk,
+        r.prefill_dispatches,
+        r.prefill_gpu_us,
+        r.prefill_chunk as f64 / (r.prefill_gpu_us * 1e-6).max(1e-12)
+    ));
+    op_lines(&r.prefill_ops, r.prefill_gpu_us, text);
     Ok(vec![
         ("prompt_tokens", Json::num(r.prompt_tokens as f64)),
         ("pp_tok_s", Json::num(r.pp_tok_s)),
@@ -265,8 +254,41 @@ fn model_tier(
         ("dispatches_per_token", Json::num(r.dispatches as f64)),
         ("gpu_us_per_token", Json::num(r.gpu_us)),
         ("wall_us_per_token", Json::num(r.wall_us)),
-        ("ops", Json::Arr(ops)),
+        ("ops", ops_json(&r.ops, r.gpu_us)),
+        ("prefill_chunk", Json::num(r.prefill_chunk as f64)),
+        ("prefill_dispatches", Json::num(r.prefill_dispatches as f64)),
+        ("prefill_gpu_us", Json::num(r.prefill_gpu_us)),
+        ("prefill_ops", ops_json(&r.prefill_ops, r.prefill_gpu_us)),
     ])
+}
+
+fn op_lines(ops: &[bench::OpTime], total_us: f64, text: &mut Vec<String>) {
+    for o in ops.iter().take(20) {
+        text.push(format!(
+            "  {:<24} {:<14} x{:<3} {:>9.1} us {:>5.1}%",
+            o.op,
+            o.kernel,
+            o.count,
+            o.us,
+            100.0 * o.us / total_us.max(1e-9)
+        ));
+    }
+}
+
+fn ops_json(ops: &[bench::OpTime], total_us: f64) -> Json {
+    Json::Arr(
+        ops.iter()
+            .map(|o| {
+                Json::obj(vec![
+                    ("op", Json::str(o.op.clone())),
+                    ("kernel", Json::str(o.kernel)),
+                    ("count", Json::num(o.count as f64)),
+                    ("us", Json::num(o.us)),
+                    ("share", Json::num(o.us / total_us.max(1e-9))),
+                ])
+            })
+            .collect(),
+    )
 }
 
 fn block_tier(

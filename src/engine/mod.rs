@@ -387,18 +387,8 @@ impl<'a> Engine<'a> {
         let chunks: Vec<&[u32]> = tokens.chunks(self.prefill.ubatch).collect();
         for (i, chunk) in chunks.iter().enumerate() {
             let n = chunk.len() as u32;
+            self.write_chunk(chunk)?;
             let pf = &self.prefill;
-            let emb = self.embeddings(chunk)?;
-            self.gpu
-                .queue
-                .write_buffer(&pf.x, 0, bytemuck::cast_slice(&emb));
-            let steps: Vec<ops::Step> = (0..chunk.len())
-                .map(|j| self.step_at(self.pos + j).one_split())
-                .collect();
-            self.gpu
-                .queue
-                .write_buffer(&pf.steps, 0, bytemuck::cast_slice(&steps));
-            pf.write_chunk(self.gpu, n);
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
@@ -418,6 +408,23 @@ impl<'a> Engine<'a> {
             self.gpu.queue.submit([enc.finish()]);
             self.pos += chunk.len();
         }
+        Ok(())
+    }
+
+    /// Upload a prefill chunk's embeddings, step records and tables.
+    fn write_chunk(&self, chunk: &[u32]) -> Result<()> {
+        let pf = &self.prefill;
+        let emb = self.embeddings(chunk)?;
+        self.gpu
+            .queue
+            .write_buffer(&pf.x, 0, bytemuck::cast_slice(&emb));
+        let steps: Vec<ops::Step> = (0..chunk.len())
+            .map(|j| self.step_at(self.pos + j).one_split())
+            .collect();
+        self.gpu
+            .queue
+            .write_buffer(&pf.steps, 0, bytemuck::cast_slice(&steps));
+        pf.write_chunk(self.gpu, chunk.len() as u32);
         Ok(())
     }
 

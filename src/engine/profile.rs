@@ -31,6 +31,37 @@ impl<'a> Engine<'a> {
         (d.op().to_string(), d.kernel.name(), d.weight_bytes)
     }
 
+    /// Prefill one chunk (`tokens`, at most `ubatch`) with a timestamp after
+    /// each dispatch: (op, kernel, GPU ns) per dispatch; empty without
+    /// timestamp support. The position advances as for `prefill`.
+    pub fn profile_prefill(&mut self, tokens: &[u32]) -> Result<Vec<(String, &'static str, f64)>> {
+        if tokens.is_empty() || tokens.len() > self.prefill.ubatch {
+            return Err(Error::InvalidArgument(format!(
+                "profile 1 to {} tokens (one prefill chunk)",
+                self.prefill.ubatch
+            )));
+        }
+        self.check_tokens(tokens)?;
+        let Some(timer) = self.timer.as_ref() else {
+            return Ok(Vec::new());
+        };
+        self.write_chunk(tokens)?;
+        let pf = &self.prefill;
+        let n = tokens.len() as u32;
+        let ns = timer.time_with(self.gpu, pf.dispatches(), &mut |pass, i| {
+            pf.record_op(pass, i, n)
+        })?;
+        self.pos += tokens.len();
+        Ok(ns
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| {
+                let (op, k) = pf.op_info(i);
+                (op.to_string(), k, t)
+            })
+            .collect())
+    }
+
     /// Whether GPU timestamps are available (else timing is wall clock).
     pub fn has_timer(&self) -> bool {
         self.timer.is_some()

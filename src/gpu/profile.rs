@@ -55,22 +55,34 @@ impl Timer {
 
     /// Run `segments` back to back in one pass; GPU nanoseconds of each.
     pub fn time(&self, gpu: &Gpu, segments: &[&[Dispatch]]) -> Result<Vec<f64>> {
-        if segments.is_empty() || segments.len() > MAX_SEGMENTS {
+        self.time_with(gpu, segments.len(), &mut |pass, i| {
+            for d in segments[i] {
+                d.record(pass);
+            }
+        })
+    }
+
+    /// Record `n` segments through `record(pass, i)` back to back in one
+    /// pass; GPU nanoseconds of each.
+    pub fn time_with(
+        &self,
+        gpu: &Gpu,
+        n: usize,
+        record: &mut dyn FnMut(&mut wgpu::ComputePass<'_>, usize),
+    ) -> Result<Vec<f64>> {
+        if n == 0 || n > MAX_SEGMENTS {
             return Err(Error::InvalidArgument(format!(
-                "{} segments to time; 1 to {MAX_SEGMENTS} fit one query set",
-                segments.len()
+                "{n} segments to time; 1 to {MAX_SEGMENTS} fit one query set"
             )));
         }
-        let n = segments.len() as u32 + 1;
+        let n = n as u32 + 1;
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
             pass.write_timestamp(&self.queries, 0);
-            for (i, seg) in segments.iter().enumerate() {
-                for d in seg.iter() {
-                    d.record(&mut pass);
-                }
-                pass.write_timestamp(&self.queries, i as u32 + 1);
+            for i in 0..n - 1 {
+                record(&mut pass, i as usize);
+                pass.write_timestamp(&self.queries, i + 1);
             }
         }
         enc.resolve_query_set(&self.queries, 0..n, &self.resolve, 0);

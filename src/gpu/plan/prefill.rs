@@ -90,10 +90,20 @@ impl Prefill {
 
     /// Record the layer stack for a chunk of `n_tok` tokens.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
-        for op in &self.ops {
-            let wg = op.grid.map(|d| self.count(d, n_tok));
-            op.d.record_grid(pass, wg);
+        for i in 0..self.ops.len() {
+            self.record_op(pass, i, n_tok);
         }
+    }
+
+    /// Record only dispatch `i` (profiling).
+    pub fn record_op(&self, pass: &mut wgpu::ComputePass<'_>, i: usize, n_tok: u32) {
+        let op = &self.ops[i];
+        op.d.record_grid(pass, op.grid.map(|d| self.count(d, n_tok)));
+    }
+
+    /// Dispatch `i`'s op (label without the layer) and kernel.
+    pub fn op_info(&self, i: usize) -> (&str, &'static str) {
+        (self.ops[i].d.op(), self.ops[i].d.kernel.name())
     }
 
     /// Dispatches per chunk.
