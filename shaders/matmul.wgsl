@@ -77,32 +77,61 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-alias Sums = array<array<f32, TOK>, RPI>;
+alias Sums = array<vec2<f32>, TOK>;
 
-// Partial dots of rows r + i·WG/TPR (i < RPI; clamped to the matrix, the
-// caller drops rows past it) of the matrix at unit `mat` with the tile's x
-// rows at vec4 offsets xo, over units t, t + TPR, …
-fn tile_dots(mat: u32, r: u32, t: u32, xo: array<u32, TOK>) -> Sums {
-    var acc: Sums;
-    var base: array<u32, RPI>;
-    for (var i = 0u; i < RPI; i++) {
-        base[i] = mat + min(r + i * (WG / TPR), p.rows - 1u) * p.units;
-    }
+// Both rows' dots of one unit with the 8 vec4 of x at xo: each x vec4 is
+// read once for the two rows.
+fn pair_dot(w0: Unit, w1: Unit, xo: u32) -> vec2<f32> {
+    var s = vec2<f32>(0.0);
+    var v = x[xo];
+    s += vec2<f32>(dot(w0[0], v), dot(w1[0], v));
+    v = x[xo + 1u];
+    s += vec2<f32>(dot(w0[1], v), dot(w1[1], v));
+    v = x[xo + 2u];
+    s += vec2<f32>(dot(w0[2], v), dot(w1[2], v));
+    v = x[xo + 3u];
+    s += vec2<f32>(dot(w0[3], v), dot(w1[3], v));
+    v = x[xo + 4u];
+    s += vec2<f32>(dot(w0[4], v), dot(w1[4], v));
+    v = x[xo + 5u];
+    s += vec2<f32>(dot(w0[5], v), dot(w1[5], v));
+    v = x[xo + 6u];
+    s += vec2<f32>(dot(w0[6], v), dot(w1[6], v));
+    v = x[xo + 7u];
+    s += vec2<f32>(dot(w0[7], v), dot(w1[7], v));
+    return s;
+}
+
+// Partial dots of rows r and r + WG/TPR (clamped to the matrix, the caller
+// drops rows past it) of the matrix at unit `mat` with the tile's x rows
+// at vec4 offsets xa, xb (rows 0-3, 4-7), over units t, t + TPR, …
+// Written out per token: the accumulators are named values, never an
+// array indexed in the loop, which drivers may place in local memory.
+fn tile_dots(mat: u32, r: u32, t: u32, xa: vec4<u32>, xb: vec4<u32>) -> Sums {
+    let b0 = mat + min(r, p.rows - 1u) * p.units;
+    let b1 = mat + min(r + WG / TPR, p.rows - 1u) * p.units;
+    var a0 = vec2<f32>(0.0);
+    var a1 = vec2<f32>(0.0);
+    var a2 = vec2<f32>(0.0);
+    var a3 = vec2<f32>(0.0);
+    var a4 = vec2<f32>(0.0);
+    var a5 = vec2<f32>(0.0);
+    var a6 = vec2<f32>(0.0);
+    var a7 = vec2<f32>(0.0);
     for (var u = t; u < p.units; u += TPR) {
-        var w: array<Unit, RPI>;
-        for (var i = 0u; i < RPI; i++) {
-            w[i] = unit_load(base[i] + u);
-        }
-        for (var j = 0u; j < TOK; j++) {
-            for (var k = 0u; k < 8u; k++) {
-                let xk = x[xo[j] + 8u * u + k];
-                for (var i = 0u; i < RPI; i++) {
-                    acc[i][j] += dot(w[i][k], xk);
-                }
-            }
-        }
+        let w0 = unit_load(b0 + u);
+        let w1 = unit_load(b1 + u);
+        let o = 8u * u;
+        a0 += pair_dot(w0, w1, xa.x + o);
+        a1 += pair_dot(w0, w1, xa.y + o);
+        a2 += pair_dot(w0, w1, xa.z + o);
+        a3 += pair_dot(w0, w1, xa.w + o);
+        a4 += pair_dot(w0, w1, xb.x + o);
+        a5 += pair_dot(w0, w1, xb.y + o);
+        a6 += pair_dot(w0, w1, xb.z + o);
+        a7 += pair_dot(w0, w1, xb.w + o);
     }
-    return acc;
+    return Sums(a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
 fn silu(v: f32) -> f32 {
@@ -120,24 +149,27 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let t = ids.lid % TPR;
     let m = tile.x + wid.z;
 
+    // x offsets of the tile's rows; rows past its count repeat its last
+    // row and are not written.
     var xo: array<u32, TOK>;
     for (var j = 0u; j < TOK; j++) {
-        // rows past the tile's count repeat its last row and are not written
         let a = order[tile.y + min(j, tile.z - 1u)];
         xo[j] = (a / p.x_div) * p.x_tok + wid.z * p.x_stride;
     }
+    let xa = vec4<u32>(xo[0], xo[1], xo[2], xo[3]);
+    let xb = vec4<u32>(xo[4], xo[5], xo[6], xo[7]);
     let mat = m * p.mat_units;
-    let gate = tile_dots(mat, r, t, xo);
+    let gate = tile_dots(mat, r, t, xa, xb);
     var up: Sums;
     if GATE_UP {
-        up = tile_dots(mat + p.rows * p.units, r, t, xo);
+        up = tile_dots(mat + p.rows * p.units, r, t, xa, xb);
     }
     for (var i = 0u; i < RPI; i++) {
         let ri = r + i * (WG / TPR);
         for (var j = 0u; j < TOK; j++) {
-            var out = seg_sum(gate[i][j], ids, TPR);
+            var out = seg_sum(gate[j][i], ids, TPR);
             if GATE_UP {
-                out = silu(out) * seg_sum(up[i][j], ids, TPR);
+                out = silu(out) * seg_sum(up[j][i], ids, TPR);
             }
             if t == 0u && ri < p.rows && j < tile.z {
                 let a = order[tile.y + j];

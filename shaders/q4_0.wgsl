@@ -24,14 +24,18 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
 }
 
 // Weights 4i..4i+4 are the low nibbles of word i, 16+4i.. its high nibbles.
+// Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let d = unpack2x16float(scales[u >> 1u])[u & 1u];
     let q = nibbles[u];
-    var w: Unit;
-    for (var i = 0u; i < 4u; i++) {
-        let b = bytes4(q[i]);
-        w[i] = d * (vec4<f32>(b & vec4<u32>(0xFu)) - 8.0);
-        w[i + 4u] = d * (vec4<f32>(b >> vec4<u32>(4u)) - 8.0);
-    }
-    return w;
+    let b0 = bytes4(q.x);
+    let b1 = bytes4(q.y);
+    let b2 = bytes4(q.z);
+    let b3 = bytes4(q.w);
+    let m = vec4<u32>(0xFu);
+    let s = vec4<u32>(4u);
+    return Unit(d * (vec4<f32>(b0 & m) - 8.0), d * (vec4<f32>(b1 & m) - 8.0),
+        d * (vec4<f32>(b2 & m) - 8.0), d * (vec4<f32>(b3 & m) - 8.0),
+        d * (vec4<f32>(b0 >> s) - 8.0), d * (vec4<f32>(b1 >> s) - 8.0),
+        d * (vec4<f32>(b2 >> s) - 8.0), d * (vec4<f32>(b3 >> s) - 8.0));
 }

@@ -21,11 +21,11 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
         + dot(i8x4(b.z), xv(xo + 6u)) + dot(i8x4(b.w), xv(xo + 7u)));
 }
 
+// Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let d = unpack2x16float(scales[u >> 1u])[u & 1u];
-    var w: Unit;
-    for (var i = 0u; i < 8u; i++) {
-        w[i] = d * i8x4(quants[2u * u + i / 4u][i % 4u]);
-    }
-    return w;
+    let a = quants[2u * u];
+    let b = quants[2u * u + 1u];
+    return Unit(d * i8x4(a.x), d * i8x4(a.y), d * i8x4(a.z), d * i8x4(a.w),
+        d * i8x4(b.x), d * i8x4(b.y), d * i8x4(b.z), d * i8x4(b.w));
 }
