@@ -12,10 +12,9 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
     return acc;
 }
 
+// Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
-    var w: Unit;
-    for (var k = 0u; k < 8u; k++) {
-        w[k] = weights[8u * u + k];
-    }
-    return w;
+    let b = 8u * u;
+    return Unit(weights[b], weights[b + 1u], weights[b + 2u], weights[b + 3u], weights[b + 4u],
+        weights[b + 5u], weights[b + 6u], weights[b + 7u]);
 }

@@ -28,7 +28,7 @@
 const WG: u32 = 256u;
 const TPR: u32 = 4u;
 // Weight rows per invocation.
-const RPI: u32 = 2u;
+const RPI: u32 = 4u;
 // Rows of x per tile; ops::MATMUL_TILE on the host.
 const TOK: u32 = 8u;
 
@@ -77,59 +77,63 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-alias Sums = array<vec2<f32>, TOK>;
+alias Sums = array<vec4<f32>, TOK>;
 
-// Both rows' dots of one unit with the 8 vec4 of x at xo: each x vec4 is
-// read once for the two rows.
-fn pair_dot(w0: Unit, w1: Unit, xo: u32) -> vec2<f32> {
-    var s = vec2<f32>(0.0);
-    var v = x[xo];
-    s += vec2<f32>(dot(w0[0], v), dot(w1[0], v));
-    v = x[xo + 1u];
-    s += vec2<f32>(dot(w0[1], v), dot(w1[1], v));
-    v = x[xo + 2u];
-    s += vec2<f32>(dot(w0[2], v), dot(w1[2], v));
-    v = x[xo + 3u];
-    s += vec2<f32>(dot(w0[3], v), dot(w1[3], v));
-    v = x[xo + 4u];
-    s += vec2<f32>(dot(w0[4], v), dot(w1[4], v));
-    v = x[xo + 5u];
-    s += vec2<f32>(dot(w0[5], v), dot(w1[5], v));
-    v = x[xo + 6u];
-    s += vec2<f32>(dot(w0[6], v), dot(w1[6], v));
-    v = x[xo + 7u];
-    s += vec2<f32>(dot(w0[7], v), dot(w1[7], v));
+// The four rows' dots of one unit with the 8 vec4 of x at xo: each x vec4
+// is read once for the four rows.
+fn quad_dot(w0: Unit, w1: Unit, w2: Unit, w3: Unit, xo: u32) -> vec4<f32> {
+    var s = vec4<f32>(0.0);
+    let v0 = x[xo + 0u];
+    s += vec4<f32>(dot(w0[0], v0), dot(w1[0], v0), dot(w2[0], v0), dot(w3[0], v0));
+    let v1 = x[xo + 1u];
+    s += vec4<f32>(dot(w0[1], v1), dot(w1[1], v1), dot(w2[1], v1), dot(w3[1], v1));
+    let v2 = x[xo + 2u];
+    s += vec4<f32>(dot(w0[2], v2), dot(w1[2], v2), dot(w2[2], v2), dot(w3[2], v2));
+    let v3 = x[xo + 3u];
+    s += vec4<f32>(dot(w0[3], v3), dot(w1[3], v3), dot(w2[3], v3), dot(w3[3], v3));
+    let v4 = x[xo + 4u];
+    s += vec4<f32>(dot(w0[4], v4), dot(w1[4], v4), dot(w2[4], v4), dot(w3[4], v4));
+    let v5 = x[xo + 5u];
+    s += vec4<f32>(dot(w0[5], v5), dot(w1[5], v5), dot(w2[5], v5), dot(w3[5], v5));
+    let v6 = x[xo + 6u];
+    s += vec4<f32>(dot(w0[6], v6), dot(w1[6], v6), dot(w2[6], v6), dot(w3[6], v6));
+    let v7 = x[xo + 7u];
+    s += vec4<f32>(dot(w0[7], v7), dot(w1[7], v7), dot(w2[7], v7), dot(w3[7], v7));
     return s;
 }
 
-// Partial dots of rows r and r + WG/TPR (clamped to the matrix, the caller
-// drops rows past it) of the matrix at unit `mat` with the tile's x rows
-// at vec4 offsets xa, xb (rows 0-3, 4-7), over units t, t + TPR, …
+// Partial dots of rows r + i·WG/TPR, i < 4 (clamped to the matrix, the
+// caller drops rows past it) of the matrix at unit `mat` with the tile's x
+// rows at vec4 offsets xa, xb (rows 0-3, 4-7), over units t, t + TPR, …
 // Written out per token: the accumulators are named values, never an
 // array indexed in the loop, which drivers may place in local memory.
 fn tile_dots(mat: u32, r: u32, t: u32, xa: vec4<u32>, xb: vec4<u32>) -> Sums {
     let b0 = mat + min(r, p.rows - 1u) * p.units;
     let b1 = mat + min(r + WG / TPR, p.rows - 1u) * p.units;
-    var a0 = vec2<f32>(0.0);
-    var a1 = vec2<f32>(0.0);
-    var a2 = vec2<f32>(0.0);
-    var a3 = vec2<f32>(0.0);
-    var a4 = vec2<f32>(0.0);
-    var a5 = vec2<f32>(0.0);
-    var a6 = vec2<f32>(0.0);
-    var a7 = vec2<f32>(0.0);
+    let b2 = mat + min(r + 2u * WG / TPR, p.rows - 1u) * p.units;
+    let b3 = mat + min(r + 3u * WG / TPR, p.rows - 1u) * p.units;
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+    var a4 = vec4<f32>(0.0);
+    var a5 = vec4<f32>(0.0);
+    var a6 = vec4<f32>(0.0);
+    var a7 = vec4<f32>(0.0);
     for (var u = t; u < p.units; u += TPR) {
         let w0 = unit_load(b0 + u);
         let w1 = unit_load(b1 + u);
+        let w2 = unit_load(b2 + u);
+        let w3 = unit_load(b3 + u);
         let o = 8u * u;
-        a0 += pair_dot(w0, w1, xa.x + o);
-        a1 += pair_dot(w0, w1, xa.y + o);
-        a2 += pair_dot(w0, w1, xa.z + o);
-        a3 += pair_dot(w0, w1, xa.w + o);
-        a4 += pair_dot(w0, w1, xb.x + o);
-        a5 += pair_dot(w0, w1, xb.y + o);
-        a6 += pair_dot(w0, w1, xb.z + o);
-        a7 += pair_dot(w0, w1, xb.w + o);
+        a0 += quad_dot(w0, w1, w2, w3, xa.x + o);
+        a1 += quad_dot(w0, w1, w2, w3, xa.y + o);
+        a2 += quad_dot(w0, w1, w2, w3, xa.z + o);
+        a3 += quad_dot(w0, w1, w2, w3, xa.w + o);
+        a4 += quad_dot(w0, w1, w2, w3, xb.x + o);
+        a5 += quad_dot(w0, w1, w2, w3, xb.y + o);
+        a6 += quad_dot(w0, w1, w2, w3, xb.z + o);
+        a7 += quad_dot(w0, w1, w2, w3, xb.w + o);
     }
     return Sums(a0, a1, a2, a3, a4, a5, a6, a7);
 }

@@ -50,13 +50,14 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
     return sm.x * dq - sm.y * sx;
 }
 
+// Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let j = u % 8u;
     let w0 = (u / 8u) * 44u;
     let sm = scale_min(w0, j);
-    var w: Unit;
-    for (var i = 0u; i < 8u; i++) {
-        w[i] = sm.x * quads(w0, j, i) - sm.y;
-    }
-    return w;
+    let m = vec4<f32>(sm.y);
+    return Unit(sm.x * quads(w0, j, 0u) - m, sm.x * quads(w0, j, 1u) - m,
+        sm.x * quads(w0, j, 2u) - m, sm.x * quads(w0, j, 3u) - m,
+        sm.x * quads(w0, j, 4u) - m, sm.x * quads(w0, j, 5u) - m,
+        sm.x * quads(w0, j, 6u) - m, sm.x * quads(w0, j, 7u) - m);
 }

@@ -40,13 +40,12 @@ fn unit_dot(u: u32, xo: u32) -> f32 {
     return dot(scales2(w0, j), part);
 }
 
+// Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let j = u % 8u;
     let w0 = (u / 8u) * 53u;
     let s = scales2(w0, j);
-    var w: Unit;
-    for (var i = 0u; i < 8u; i++) {
-        w[i] = s[i / 4u] * quads(w0, j, i);
-    }
-    return w;
+    return Unit(s.x * quads(w0, j, 0u), s.x * quads(w0, j, 1u), s.x * quads(w0, j, 2u),
+        s.x * quads(w0, j, 3u), s.y * quads(w0, j, 4u), s.y * quads(w0, j, 5u),
+        s.y * quads(w0, j, 6u), s.y * quads(w0, j, 7u));
 }

@@ -218,7 +218,7 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
 /// Rows of x per matmul tile (shaders/matmul.wgsl `TOK`).
 pub const MATMUL_TILE: u32 = 8;
 /// Weight rows per matmul workgroup (RPI · WG / TPR).
-pub const MATMUL_ROWS: u32 = 128;
+pub const MATMUL_ROWS: u32 = 256;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
