@@ -40,6 +40,7 @@
 
 #[doc(hidden)]
 pub mod bench;
+pub mod builtin;
 pub mod chat;
 /// The walk-through in `docs/embedding.md`; its examples compile as doctests.
 #[doc = include_str!("../docs/embedding.md")]

@@ -68,7 +68,21 @@ impl Runtime {
         opts: LoadOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Runtime> {
-        let model = Model::open(path)?;
+        Self::from_model(Model::open(path)?, opts, progress)
+    }
+
+    /// The built-in model (glmw-tiny, [`crate::builtin`]: a small model of
+    /// GLM-4.7-Flash's architecture trained on the King James Bible),
+    /// loaded as `load` does: for trying the API with no model file.
+    pub fn load_builtin(opts: LoadOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<Runtime> {
+        Self::from_model(crate::builtin::model()?, opts, progress)
+    }
+
+    fn from_model(
+        model: Model,
+        opts: LoadOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Runtime> {
         let tokenizer = Tokenizer::from_gguf(&model.file)?;
         let gpu = Gpu::new(opts.gpu)?;
         let resident = Resident::upload(&model, &gpu, &engine_options(&opts), progress)?;

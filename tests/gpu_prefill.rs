@@ -2,7 +2,8 @@
 //! the logits after prefilling a prompt against the CPU reference and
 //! against the token-by-token path, at lengths 1, 7, 64 and one that spans
 //! several chunks with a partial last one; decoding after a prefill; and
-//! prefill after decoding (a chat turn's new text).
+//! prefill after decoding (a chat turn's new text); the logits of every
+//! position at once (perplexity's path).
 
 mod common;
 
@@ -81,6 +82,39 @@ fn prefill_matches_reference_and_token_by_token() {
                 "{v:?} n={n} ubatch={ub}: vs reference {err:.2e}, vs token by token {err2:.2e}"
             );
         }
+    }
+}
+
+#[test]
+fn all_logits_match_reference_at_every_position() {
+    // 21 tokens in chunks of 8: two full chunks and a partial one.
+    let p = prompt(21, 5);
+    let n_vocab = model().config.n_vocab;
+    let mut r = Reference::new(model(), 256, MlaForm::Absorbed);
+    let want: Vec<Vec<f32>> = p.iter().map(|&t| r.forward(t).unwrap()).collect();
+    for v in [Variant::Subgroup, Variant::Shared] {
+        let mut e = engine(v, 8);
+        e.prefill(&p[..3]).unwrap(); // from a position other than 0
+        let got = e.prefill_all_logits(&p[3..]).unwrap();
+        assert_eq!(got.len(), (p.len() - 3) * n_vocab);
+        assert_eq!(e.pos(), p.len());
+        for (j, row) in got.chunks_exact(n_vocab).enumerate() {
+            let err = rel_l2(row, &want[3 + j]);
+            assert!(
+                err < LOGITS_TOL,
+                "{v:?}: position {}: all-rows logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e})",
+                3 + j
+            );
+        }
+        // decoding goes on after it
+        let next = e.logits(p[0]).unwrap();
+        let mut all = p.clone();
+        all.push(p[0]);
+        let err = rel_l2(&next, &reference_logits(&all));
+        assert!(
+            err < LOGITS_TOL,
+            "{v:?}: decode after all-rows prefill rel L2 {err:.3e}"
+        );
     }
 }
 

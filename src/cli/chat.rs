@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::DeviceArgs;
 use glmw::chat::{Chat, Stop};
 use glmw::gpu::Gpu;
-use glmw::model::Model;
 use glmw::sample::SamplerOptions;
 use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
@@ -36,7 +35,7 @@ fn catch_ctrl_c() {
 fn catch_ctrl_c() {}
 
 pub struct ChatArgs<'a> {
-    pub model: &'a Path,
+    pub model: Option<&'a Path>,
     pub system: Option<String>,
     pub thinking: bool,
     pub n_predict: usize,
@@ -54,7 +53,7 @@ fn io_err(e: std::io::Error) -> Error {
 
 pub fn chat(a: &ChatArgs) -> Result<()> {
     let gpu_opts = a.device.gpu_only("chat")?;
-    let model = Model::open(a.model)?;
+    let model = super::open_model(a.model)?;
     let tok = Tokenizer::from_gguf(&model.file)?;
     let n_ctx = a
         .n_ctx

@@ -16,7 +16,7 @@ use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
 
 pub struct GenerateArgs<'a> {
-    pub model: &'a Path,
+    pub model: Option<&'a Path>,
     pub prompt: &'a str,
     pub n_predict: usize,
     pub n_ctx: Option<usize>,
@@ -108,7 +108,7 @@ fn prompt_ids(tok: &Tokenizer, prompt: &str) -> Result<Vec<u32>> {
 
 pub fn generate(a: &GenerateArgs) -> Result<()> {
     let t_load = Instant::now();
-    let model = Model::open(a.model)?;
+    let model = super::open_model(a.model)?;
     let tok = Tokenizer::from_gguf(&model.file)?;
     let mut sampler = Sampler::new(a.sampling)?;
     let ids = prompt_ids(&tok, a.prompt)?;

@@ -9,7 +9,7 @@ mod perplexity;
 mod progress;
 mod tools;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -88,8 +88,8 @@ impl DeviceArgs {
 enum Command {
     /// Print a model's architecture, hyperparameters, tensor types and tokenizer.
     Info {
-        /// Path to a GGUF model file.
-        model: PathBuf,
+        /// Path to a GGUF model file [default: the built-in glmw-tiny].
+        model: Option<PathBuf>,
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -99,9 +99,10 @@ enum Command {
     },
     /// Turn text into token ids with the model's tokenizer.
     Tokenize {
-        /// Path to a GGUF model file (its tokenizer is used).
+        /// Path to a GGUF model file, whose tokenizer is used [default: the
+        /// built-in glmw-tiny].
         #[arg(long, short)]
-        model: PathBuf,
+        model: Option<PathBuf>,
         /// The text to tokenize. Special tokens such as <|user|> are recognised
         /// unless --no-special is given.
         text: String,
@@ -114,9 +115,11 @@ enum Command {
     },
     /// Run token ids through the model and print the top candidates of the last position.
     Logits {
-        /// Path to a GGUF model file.
+        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
+        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
+        /// the King James Bible].
         #[arg(long, short)]
-        model: PathBuf,
+        model: Option<PathBuf>,
         /// Comma-separated token ids, e.g. 154822,154824,785.
         #[arg(long, value_delimiter = ',', required = true)]
         tokens: Vec<u32>,
@@ -144,9 +147,11 @@ enum Command {
     /// Generate text from a prompt on the GPU, streaming it to stdout, with a
     /// stats line (load time, prompt and generation tok/s) at the end.
     Generate {
-        /// Path to a GGUF model file.
+        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
+        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
+        /// the King James Bible].
         #[arg(long, short)]
-        model: PathBuf,
+        model: Option<PathBuf>,
         /// The prompt. Special tokens such as <|user|> are recognised; GLM
         /// files get their [gMASK]<sop> prefix unless the prompt has it.
         #[arg(
@@ -215,9 +220,11 @@ enum Command {
     /// back and earlier turns stay in the KV cache. /reset starts over,
     /// /exit quits, Ctrl-C stops the current reply.
     Chat {
-        /// Path to a GGUF model file.
+        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
+        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
+        /// the King James Bible].
         #[arg(long, short)]
-        model: PathBuf,
+        model: Option<PathBuf>,
         /// A system message to start the conversation with.
         #[arg(long)]
         system: Option<String>,
@@ -242,9 +249,11 @@ enum Command {
     /// Perplexity of a text file, as llama-perplexity computes it (windows of
     /// --ctx tokens, the second half of each scored).
     Perplexity {
-        /// Path to a GGUF model file.
+        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
+        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
+        /// the King James Bible].
         #[arg(long, short)]
-        model: PathBuf,
+        model: Option<PathBuf>,
         /// The text to score (UTF-8; special-token text is taken as plain text).
         #[arg(long, short)]
         file: PathBuf,
@@ -282,6 +291,25 @@ enum Command {
     },
 }
 
+/// The model at `path`, or the built-in one (said on stderr) without a path.
+pub fn open_model(path: Option<&Path>) -> glmw::Result<glmw::model::Model> {
+    match path {
+        Some(p) => glmw::model::Model::open(p),
+        None => {
+            eprintln!("model: {}", glmw::builtin::NAME);
+            glmw::builtin::model()
+        }
+    }
+}
+
+/// The GGUF file at `path`, or the built-in model's.
+pub fn open_gguf(path: Option<&Path>) -> glmw::Result<glmw::gguf::GgufFile> {
+    match path {
+        Some(p) => glmw::gguf::GgufFile::open(p),
+        None => glmw::builtin::gguf(),
+    }
+}
+
 fn clock_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -298,13 +326,13 @@ pub fn main() -> i32 {
             model,
             json,
             verbose,
-        } => tools::info(&model, json, verbose),
+        } => tools::info(model.as_deref(), json, verbose),
         Command::Tokenize {
             model,
             text,
             no_special,
             json,
-        } => tools::tokenize(&model, &text, !no_special, json),
+        } => tools::tokenize(model.as_deref(), &text, !no_special, json),
         Command::Logits {
             model,
             tokens,
@@ -315,7 +343,7 @@ pub fn main() -> i32 {
             out,
             json,
         } => tools::logits(
-            &model,
+            model.as_deref(),
             &tokens,
             backend,
             no_subgroups,
@@ -348,7 +376,7 @@ pub fn main() -> i32 {
             generate::prompt_text(prompt, prompt_file.as_deref(), chat, !no_think).and_then(
                 |prompt| {
                     generate::generate(&generate::GenerateArgs {
-                        model: &model,
+                        model: model.as_deref(),
                         prompt: &prompt,
                         n_predict,
                         n_ctx: ctx,
@@ -388,7 +416,7 @@ pub fn main() -> i32 {
             seed,
             device,
         } => chat::chat(&chat::ChatArgs {
-            model: &model,
+            model: model.as_deref(),
             system,
             thinking: !no_think,
             n_predict,
@@ -406,7 +434,7 @@ pub fn main() -> i32 {
             ctx,
             device,
             json,
-        } => perplexity::perplexity(&model, &file, ctx, device, json),
+        } => perplexity::perplexity(model.as_deref(), &file, ctx, device, json),
     };
     match result {
         Ok(()) => 0,

@@ -11,7 +11,6 @@ use std::time::Instant;
 use super::json::Json;
 use super::DeviceArgs;
 use glmw::gpu::Gpu;
-use glmw::model::Model;
 use glmw::reference::{MlaForm, Reference};
 use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
@@ -29,7 +28,7 @@ fn nll(logits: &[f32], target: u32) -> f64 {
 }
 
 pub fn perplexity(
-    path: &Path,
+    path: Option<&Path>,
     file: &Path,
     n_ctx: usize,
     device: DeviceArgs,
@@ -38,7 +37,7 @@ pub fn perplexity(
     if n_ctx < 4 {
         return Err(Error::InvalidArgument("--ctx must be at least 4".into()));
     }
-    let model = Model::open(path)?;
+    let model = super::open_model(path)?;
     let tok = Tokenizer::from_gguf(&model.file)?;
     let text = std::fs::read_to_string(file).map_err(|e| Error::Io {
         path: file.display().to_string(),
@@ -87,18 +86,29 @@ pub fn perplexity(
         if let Some(e) = engine.as_mut() {
             e.reset();
         }
-        for j in 0..n_ctx - 1 {
-            let logits = match (&mut reference, engine.as_mut()) {
-                (Some(r), _) => r.forward(window[j])?,
-                (None, Some(e)) => e.logits(window[j])?,
-                (None, None) => unreachable!("one backend is set"),
-            };
+        // Position j's logits predict token j + 1; the second half is scored.
+        let n_vocab = model.config.n_vocab;
+        let mut score = |j: usize, logits: &[f32]| {
             if j >= n_ctx / 2 {
-                let v = nll(&logits, window[j + 1]);
+                let v = nll(logits, window[j + 1]);
                 sum += v;
                 sum_sq += v * v;
                 count += 1;
             }
+        };
+        match (&mut reference, engine.as_mut()) {
+            (Some(r), _) => {
+                for (j, &t) in window[..n_ctx - 1].iter().enumerate() {
+                    score(j, &r.forward(t)?);
+                }
+            }
+            (None, Some(e)) => {
+                let rows = e.prefill_all_logits(&window[..n_ctx - 1])?;
+                for (j, logits) in rows.chunks_exact(n_vocab).enumerate() {
+                    score(j, logits);
+                }
+            }
+            (None, None) => unreachable!("one backend is set"),
         }
         let ppl = (sum / count as f64).exp();
         running.push(ppl);

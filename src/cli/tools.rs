@@ -8,15 +8,15 @@ use std::time::Instant;
 use super::json::Json;
 use super::progress::Progress;
 use super::Backend;
-use glmw::gguf::GgufFile;
-use glmw::model::{Config, Model};
+use glmw::model::Config;
 use glmw::reference::{MlaForm, Reference};
 use glmw::synth::Preset;
 use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
 
-pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
-    let f = GgufFile::open(path)?;
+pub fn info(path: Option<&Path>, json: bool, verbose: bool) -> Result<()> {
+    let f = super::open_gguf(path)?;
+    let shown = path.map_or(glmw::builtin::NAME.to_string(), |p| p.display().to_string());
     let config = Config::from_gguf(&f);
     let mut by_type: BTreeMap<String, (usize, u64)> = BTreeMap::new();
     for t in f.tensors() {
@@ -69,7 +69,7 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
             })
             .collect();
         let mut doc = vec![
-            ("file", Json::str(path.display().to_string())),
+            ("file", Json::str(shown.clone())),
             ("file_bytes", Json::num(f.file_len() as f64)),
             ("gguf_version", Json::num(f.version)),
             ("name", Json::str(name)),
@@ -116,7 +116,7 @@ pub fn info(path: &Path, json: bool, verbose: bool) -> Result<()> {
 
     println!(
         "file:         {} ({:.2} GiB, GGUF v{})",
-        path.display(),
+        shown,
         f.file_len() as f64 / (1u64 << 30) as f64,
         f.version
     );
@@ -230,8 +230,8 @@ fn print_config(c: &Config) {
     );
 }
 
-pub fn tokenize(path: &Path, text: &str, special: bool, json: bool) -> Result<()> {
-    let f = GgufFile::open(path)?;
+pub fn tokenize(path: Option<&Path>, text: &str, special: bool, json: bool) -> Result<()> {
+    let f = super::open_gguf(path)?;
     let tok = Tokenizer::from_gguf(&f)?;
     let ids = tok.encode(text, special)?;
     let pieces: Vec<String> = ids
@@ -261,7 +261,7 @@ pub fn tokenize(path: &Path, text: &str, special: bool, json: bool) -> Result<()
 
 #[allow(clippy::too_many_arguments)]
 pub fn logits(
-    path: &Path,
+    path: Option<&Path>,
     tokens: &[u32],
     backend: Backend,
     no_subgroups: bool,
@@ -270,7 +270,7 @@ pub fn logits(
     out: Option<&Path>,
     json: bool,
 ) -> Result<()> {
-    let model = Model::open(path)?;
+    let model = super::open_model(path)?;
     let n_vocab = model.config.n_vocab;
     if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
         return Err(Error::InvalidArgument(format!(

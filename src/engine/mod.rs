@@ -109,6 +109,8 @@ pub struct Engine<'a> {
     _caches: Vec<wgpu::Buffer>,
     plan: Plan,
     prefill: Prefill,
+    /// The prefill's all-rows output head, built on first use.
+    head: Option<prefill::Head>,
     n_ctx: usize,
     pos: usize,
     k: usize,
@@ -192,6 +194,7 @@ impl<'a> Engine<'a> {
             _caches: caches,
             plan,
             prefill,
+            head: None,
             n_ctx: opts.n_ctx,
             pos: 0,
             k: 0,
@@ -278,6 +281,55 @@ impl<'a> Engine<'a> {
     pub fn prefill_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         self.run_prefill(tokens, true)?;
         self.read_logits()
+    }
+
+    /// Prefill `tokens` and return the logits of every one of them (row i
+    /// predicts the token after tokens[i]), n_vocab floats per token: the
+    /// batched path for perplexity. The first call builds the output head
+    /// over whole chunks (ubatch × n_vocab floats of GPU memory).
+    pub fn prefill_all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument(
+                "prefill needs at least one token".into(),
+            ));
+        }
+        self.check_tokens(tokens)?;
+        if self.head.is_none() {
+            let r = &self.resident;
+            let h = self
+                .prefill
+                .head(self.gpu, &r.pipes, self.model, &r.weights)?;
+            self.head = Some(h);
+        }
+        let n_vocab = self.model.config.n_vocab;
+        let mut out = vec![0f32; tokens.len() * n_vocab];
+        let mut done = 0;
+        for chunk in tokens.chunks(self.prefill.ubatch) {
+            let n = chunk.len();
+            self.write_chunk(chunk)?;
+            let (pf, head) = (&self.prefill, self.head.as_ref().expect("built above"));
+            let bytes = (4 * n * n_vocab) as u64;
+            let readback = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("all logits"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pf.record(&mut pass, n as u32);
+                pf.record_head(head, &mut pass, n as u32);
+            }
+            enc.copy_buffer_to_buffer(&head.logits, 0, &readback, 0, bytes);
+            self.gpu.queue.submit([enc.finish()]);
+            self.pos += n;
+            let rows = &mut out[done * n_vocab..(done + n) * n_vocab];
+            self.gpu
+                .map_read(&readback, bytemuck::cast_slice_mut(rows))?;
+            done += n;
+        }
+        Ok(out)
     }
 
     /// Most tokens a prefill chunk takes.

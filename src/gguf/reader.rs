@@ -71,6 +71,7 @@ impl TensorInfo {
 enum Bytes {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
+    Static(&'static [u8]),
 }
 
 impl std::ops::Deref for Bytes {
@@ -79,6 +80,7 @@ impl std::ops::Deref for Bytes {
         match self {
             Bytes::Mapped(m) => m,
             Bytes::Owned(v) => v,
+            Bytes::Static(b) => b,
         }
     }
 }
@@ -112,6 +114,11 @@ impl GgufFile {
     /// Parse a file held in memory (tests, small fixtures).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile> {
         Self::parse(Bytes::Owned(bytes))
+    }
+
+    /// Parse a file compiled into the binary (the built-in model).
+    pub fn from_static(bytes: &'static [u8]) -> Result<GgufFile> {
+        Self::parse(Bytes::Static(bytes))
     }
 
     fn parse(bytes: Bytes) -> Result<GgufFile> {

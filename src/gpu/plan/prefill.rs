@@ -49,7 +49,18 @@ pub struct Prefill {
     /// One `ops::Step` per token of the chunk.
     pub steps: wgpu::Buffer,
     dense_tiles: wgpu::Buffer,
+    identity: wgpu::Buffer,
+    routed_tiles: wgpu::Buffer,
+    routed_order: wgpu::Buffer,
     group_params: wgpu::Buffer,
+}
+
+/// The output head over every row of a chunk (perplexity wants the logits
+/// of each position): output norm, then the output matmul into `logits`,
+/// one row of n_vocab floats per token.
+pub struct Head {
+    ops: Vec<Op>,
+    pub logits: wgpu::Buffer,
 }
 
 impl Prefill {
@@ -104,6 +115,54 @@ impl Prefill {
     /// Dispatch `i`'s op (label without the layer) and kernel.
     pub fn op_info(&self, i: usize) -> (&str, &'static str) {
         (self.ops[i].d.op(), self.ops[i].d.kernel.name())
+    }
+
+    /// The all-rows output head for this plan's chunks (built on first use
+    /// by the engine: its logits buffer is ubatch × n_vocab floats).
+    pub fn head(
+        &self,
+        gpu: &Gpu,
+        pipes: &Pipelines,
+        model: &Model,
+        w: &ResidentWeights,
+    ) -> Result<Head> {
+        let c = &model.config;
+        let u = self.ubatch;
+        let xn = gpu.scratch("pf.result_norm", (4 * u * c.n_embd) as u64);
+        let logits = gpu.scratch("pf.logits", (4 * u * c.n_vocab) as u64);
+        let norm = gpu.uniform(
+            "pf.result_norm",
+            &ops::RmsNormParams {
+                n: c.n_embd as u32,
+                eps: c.rms_eps,
+                n_rows: u as u32,
+                _pad: 0,
+            },
+        );
+        let mut b = Builder {
+            gpu,
+            pipes,
+            ops: Vec::new(),
+            dense_tiles: &self.dense_tiles,
+            identity: &self.identity,
+            routed_tiles: &self.routed_tiles,
+            routed_order: &self.routed_order,
+        };
+        b.push(
+            "result_norm".into(),
+            Kernel::RmsNorm,
+            &[&norm, &self.x, &w.output_norm, &xn],
+            [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)],
+        )?;
+        b.matmul(&w.output, Mm::new(&xn, c.n_embd, &logits, c.n_vocab))?;
+        Ok(Head { ops: b.ops, logits })
+    }
+
+    /// Record `head` for a chunk of `n_tok` tokens (after `record`).
+    pub fn record_head(&self, head: &Head, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
+        for op in &head.ops {
+            op.d.record_grid(pass, op.grid.map(|d| self.count(d, n_tok)));
+        }
     }
 
     /// Dispatches per chunk.
@@ -456,6 +515,9 @@ pub fn build(
         x,
         steps,
         dense_tiles,
+        identity,
+        routed_tiles,
+        routed_order,
         group_params,
     })
 }
