@@ -95,6 +95,35 @@ fn row_part(m: u32, r: u32, xo: u32, t: u32) -> f32 {
     return acc;
 }
 
+// Partial dots of gate row r and up row r + rows of matrix m (MODE 1) over
+// the units t, t+TPR, …: both units are dequantized into registers and
+// each x vec4 is read once for the two rows. Written out with constant
+// indices only, so nothing lands in local memory.
+fn gate_up_part(m: u32, r: u32, t: u32) -> vec2<f32> {
+    let bg = m * p.mat_units + r * p.units;
+    let bu = bg + p.rows * p.units;
+    var acc = vec2<f32>(0.0);
+    for (var u = t; u < p.units; u += TPR) {
+        let g = unit_load(bg + u);
+        let w = unit_load(bu + u);
+        let o = u * 8u;
+        let v0 = xv(o);
+        let v1 = xv(o + 1u);
+        let v2 = xv(o + 2u);
+        let v3 = xv(o + 3u);
+        let v4 = xv(o + 4u);
+        let v5 = xv(o + 5u);
+        let v6 = xv(o + 6u);
+        let v7 = xv(o + 7u);
+        acc += vec2<f32>(
+            dot(g[0], v0) + dot(g[1], v1) + dot(g[2], v2) + dot(g[3], v3)
+                + dot(g[4], v4) + dot(g[5], v5) + dot(g[6], v6) + dot(g[7], v7),
+            dot(w[0], v0) + dot(w[1], v1) + dot(w[2], v2) + dot(w[3], v3)
+                + dot(w[4], v4) + dot(w[5], v5) + dot(w[6], v6) + dot(w[7], v7));
+    }
+    return acc;
+}
+
 // (m, l) of split slot k: two pairs per vec4 of binding 2.
 fn split_ml(k: u32) -> vec2<f32> {
     let v = g[k / 2u];
@@ -166,15 +195,12 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         out = seg_sum(a, ids, TPR) * scale;
         idx = p.y_off + z * p.y_stride + r;
     } else if MODE == 1u {
-        var a = 0.0;
-        var b = 0.0;
+        var a = vec2<f32>(0.0);
         if live {
-            let e = sel[z];
-            a = row_part(e, r, 0u, t);
-            b = row_part(e, r + p.rows, 0u, t);
+            a = gate_up_part(sel[z], r, t);
         }
-        let gate = seg_sum(a, ids, TPR) * scale;
-        let up = seg_sum(b, ids, TPR) * scale;
+        let gate = seg_sum(a.x, ids, TPR) * scale;
+        let up = seg_sum(a.y, ids, TPR) * scale;
         out = silu(gate) * up;
         idx = z * p.y_stride + p.y_off + r;
     } else {
