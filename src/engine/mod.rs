@@ -286,7 +286,8 @@ impl<'a> Engine<'a> {
     /// Prefill `tokens` and return the logits of every one of them (row i
     /// predicts the token after tokens[i]), n_vocab floats per token: the
     /// batched path for perplexity. The first call builds the output head
-    /// over whole chunks (ubatch × n_vocab floats of GPU memory).
+    /// over whole chunks (ubatch × n_vocab floats of GPU memory, twice:
+    /// the logits and their readback copy).
     pub fn prefill_all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         if tokens.is_empty() {
             return Err(Error::InvalidArgument(
@@ -309,24 +310,19 @@ impl<'a> Engine<'a> {
             self.write_chunk(chunk)?;
             let (pf, head) = (&self.prefill, self.head.as_ref().expect("built above"));
             let bytes = (4 * n * n_vocab) as u64;
-            let readback = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("all logits"),
-                size: bytes,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pf.record(&mut pass, n as u32);
                 pf.record_head(head, &mut pass, n as u32);
             }
-            enc.copy_buffer_to_buffer(&head.logits, 0, &readback, 0, bytes);
+            enc.copy_buffer_to_buffer(&head.logits, 0, &head.readback, 0, bytes);
             self.gpu.queue.submit([enc.finish()]);
             self.pos += n;
             let rows = &mut out[done * n_vocab..(done + n) * n_vocab];
+            let head = self.head.as_ref().expect("built above");
             self.gpu
-                .map_read(&readback, bytemuck::cast_slice_mut(rows))?;
+                .map_read(&head.readback, bytemuck::cast_slice_mut(rows))?;
             done += n;
         }
         Ok(out)

@@ -61,6 +61,8 @@ pub struct Prefill {
 pub struct Head {
     ops: Vec<Op>,
     pub logits: wgpu::Buffer,
+    /// Mappable copy of `logits`, the same size.
+    pub readback: wgpu::Buffer,
 }
 
 impl Prefill {
@@ -155,7 +157,17 @@ impl Prefill {
             [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)],
         )?;
         b.matmul(&w.output, Mm::new(&xn, c.n_embd, &logits, c.n_vocab))?;
-        Ok(Head { ops: b.ops, logits })
+        let readback = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("pf.logits readback"),
+            size: (4 * u * c.n_vocab) as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Ok(Head {
+            ops: b.ops,
+            logits,
+            readback,
+        })
     }
 
     /// Record `head` for a chunk of `n_tok` tokens (after `record`).
