@@ -1,5 +1,6 @@
-//! The `glmw` binary end to end: synth, info, tokenize, logits, and clean
-//! one-line errors for bad input.
+//! The `glmw` binary end to end: synth, info, tokenize, logits, the
+//! built-in model when `--model` is left out, and clean one-line errors for
+//! bad input.
 
 mod common;
 
@@ -134,4 +135,29 @@ fn help_explains_every_flag() {
             assert!(h.contains(n), "glmw {cmd} --help lacks {n:?}: {h}");
         }
     }
+}
+
+#[test]
+fn builtin_model_without_model_flag() {
+    // info: the built-in glmw-tiny, named as such
+    let o = glmw(&["info", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j = stdout(&o);
+    for needle in [
+        "glmw-tiny (built in",
+        "\"architecture\":\"deepseek2\"",
+        "\"n_layer\":4",
+        "\"n_tokens\":2048",
+    ] {
+        assert!(j.contains(needle), "{needle} not in {j}");
+    }
+    // tokenize with its tokenizer: the ids tools/train.py saw for the prompt
+    let o = glmw(&["tokenize", "[gMASK]<sop>And God said", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j = stdout(&o);
+    assert!(j.contains("\"ids\":[2014,2016,296,387,388]"), "{j}");
+    // logits on the CPU reference name the model on stderr
+    let o = glmw(&["logits", "--tokens", "2014,2016,296"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("glmw-tiny (built in"), "{}", stderr(&o));
 }
