@@ -304,26 +304,24 @@ impl<'a> Engine<'a> {
         }
         let n_vocab = self.model.config.n_vocab;
         let mut out = vec![0f32; tokens.len() * n_vocab];
-        let mut done = 0;
-        for chunk in tokens.chunks(self.prefill.ubatch) {
+        for (i, chunk) in tokens.chunks(self.prefill.ubatch).enumerate() {
             let n = chunk.len();
             self.write_chunk(chunk)?;
             let (pf, head) = (&self.prefill, self.head.as_ref().expect("built above"));
-            let bytes = (4 * n * n_vocab) as u64;
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pf.record(&mut pass, n as u32);
                 pf.record_head(head, &mut pass, n as u32);
             }
+            let bytes = (4 * n * n_vocab) as u64;
             enc.copy_buffer_to_buffer(&head.logits, 0, &head.readback, 0, bytes);
             self.gpu.queue.submit([enc.finish()]);
-            self.pos += n;
-            let rows = &mut out[done * n_vocab..(done + n) * n_vocab];
-            let head = self.head.as_ref().expect("built above");
+            let first = i * self.prefill.ubatch * n_vocab;
+            let rows = &mut out[first..first + n * n_vocab];
             self.gpu
                 .map_read(&head.readback, bytemuck::cast_slice_mut(rows))?;
-            done += n;
+            self.pos += n;
         }
         Ok(out)
     }
