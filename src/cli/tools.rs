@@ -416,6 +416,10 @@ pub fn devices(json: bool) -> Result<()> {
                     Json::num(g.caps.max_storage_binding as f64),
                 ),
                 ("max_buffer", Json::num(g.caps.max_buffer as f64)),
+                (
+                    "cooperative_matrix",
+                    Json::Arr(g.coop_matrix.iter().map(|c| Json::str(c.clone())).collect()),
+                ),
             ]),
             Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
         };
@@ -437,6 +441,11 @@ pub fn devices(json: bool) -> Result<()> {
                 g.caps.max_storage_binding >> 20,
                 g.caps.max_buffer >> 20
             );
+            let coop = match g.coop_matrix.is_empty() {
+                true => "none".to_string(),
+                false => g.coop_matrix.join(", "),
+            };
+            println!("cooperative matrices (unused yet): {coop}");
         }
     }
     chosen.map(|_| ())

@@ -74,6 +74,10 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub caps: Caps,
+    /// The adapter's cooperative-matrix (tensor core / simdgroup matrix)
+    /// configurations as "MxNxK A/B->C" (`glmw devices`); no kernel uses
+    /// them yet, so the device is opened without the feature.
+    pub coop_matrix: Vec<String>,
     /// Buffers, bind groups and pipelines created so far (the decode test
     /// checks that a token creates none).
     objects: AtomicU64,
@@ -151,6 +155,20 @@ impl Gpu {
             max_buffer: limits.max_buffer_size,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
         };
+        let coop_matrix = if have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            adapter
+                .cooperative_matrix_properties()
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}x{}x{} {:?}->{:?}",
+                        p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         log::info!(
             "gpu: {} ({:?}, {}, {}), kernels: {}, subgroup size {}..{}, max binding {} MiB",
             info.name,
@@ -167,6 +185,7 @@ impl Gpu {
             queue,
             info,
             caps,
+            coop_matrix,
             objects: AtomicU64::new(0),
         })
     }
