@@ -22,6 +22,8 @@ pub struct GateUpDown {
     pub down: Matrix,
 }
 
+// One per layer: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum FfnWeights {
     Dense(GateUpDown),
     Moe {

@@ -37,6 +37,8 @@ pub struct DenseFfn {
 }
 
 #[derive(Clone, Debug)]
+// One per layer: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Ffn {
     Dense(DenseFfn),
     Moe {
