@@ -79,26 +79,22 @@ fn bytes4(w: u32) -> vec4<u32> {
 
 alias Sums = array<vec4<f32>, TOK>;
 
+// Four rows' weights (one vec4 of each) dotted with the same x vec4.
+fn rows_dot(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(a, v), dot(b, v), dot(c, v), dot(d, v));
+}
+
 // The four rows' dots of one unit with the 8 vec4 of x at xo: each x vec4
-// is read once for the four rows.
+// is read once for the four rows. Constant indices only (see tile_dots).
 fn quad_dot(w0: Unit, w1: Unit, w2: Unit, w3: Unit, xo: u32) -> vec4<f32> {
-    var s = vec4<f32>(0.0);
-    let v0 = x[xo + 0u];
-    s += vec4<f32>(dot(w0[0], v0), dot(w1[0], v0), dot(w2[0], v0), dot(w3[0], v0));
-    let v1 = x[xo + 1u];
-    s += vec4<f32>(dot(w0[1], v1), dot(w1[1], v1), dot(w2[1], v1), dot(w3[1], v1));
-    let v2 = x[xo + 2u];
-    s += vec4<f32>(dot(w0[2], v2), dot(w1[2], v2), dot(w2[2], v2), dot(w3[2], v2));
-    let v3 = x[xo + 3u];
-    s += vec4<f32>(dot(w0[3], v3), dot(w1[3], v3), dot(w2[3], v3), dot(w3[3], v3));
-    let v4 = x[xo + 4u];
-    s += vec4<f32>(dot(w0[4], v4), dot(w1[4], v4), dot(w2[4], v4), dot(w3[4], v4));
-    let v5 = x[xo + 5u];
-    s += vec4<f32>(dot(w0[5], v5), dot(w1[5], v5), dot(w2[5], v5), dot(w3[5], v5));
-    let v6 = x[xo + 6u];
-    s += vec4<f32>(dot(w0[6], v6), dot(w1[6], v6), dot(w2[6], v6), dot(w3[6], v6));
-    let v7 = x[xo + 7u];
-    s += vec4<f32>(dot(w0[7], v7), dot(w1[7], v7), dot(w2[7], v7), dot(w3[7], v7));
+    var s = rows_dot(w0[0], w1[0], w2[0], w3[0], x[xo]);
+    s += rows_dot(w0[1], w1[1], w2[1], w3[1], x[xo + 1u]);
+    s += rows_dot(w0[2], w1[2], w2[2], w3[2], x[xo + 2u]);
+    s += rows_dot(w0[3], w1[3], w2[3], w3[3], x[xo + 3u]);
+    s += rows_dot(w0[4], w1[4], w2[4], w3[4], x[xo + 4u]);
+    s += rows_dot(w0[5], w1[5], w2[5], w3[5], x[xo + 5u]);
+    s += rows_dot(w0[6], w1[6], w2[6], w3[6], x[xo + 6u]);
+    s += rows_dot(w0[7], w1[7], w2[7], w3[7], x[xo + 7u]);
     return s;
 }
 

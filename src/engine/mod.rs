@@ -289,12 +289,7 @@ impl<'a> Engine<'a> {
     /// over whole chunks (ubatch × n_vocab floats of GPU memory, twice:
     /// the logits and their readback copy).
     pub fn prefill_all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        if tokens.is_empty() {
-            return Err(Error::InvalidArgument(
-                "prefill needs at least one token".into(),
-            ));
-        }
-        self.check_tokens(tokens)?;
+        self.check_prefill(tokens)?;
         if self.head.is_none() {
             let r = &self.resident;
             let h = self
@@ -423,12 +418,7 @@ impl<'a> Engine<'a> {
     /// Submit `tokens` chunk by chunk through the prefill plan; the last
     /// chunk also runs the output head and copies its results out.
     fn run_prefill(&mut self, tokens: &[u32], want_logits: bool) -> Result<()> {
-        if tokens.is_empty() {
-            return Err(Error::InvalidArgument(
-                "prefill needs at least one token".into(),
-            ));
-        }
-        self.check_tokens(tokens)?;
+        self.check_prefill(tokens)?;
         let n_embd = self.model.config.n_embd as u64;
         let chunks: Vec<&[u32]> = tokens.chunks(self.prefill.ubatch).collect();
         for (i, chunk) in chunks.iter().enumerate() {
@@ -455,6 +445,17 @@ impl<'a> Engine<'a> {
             self.pos += chunk.len();
         }
         Ok(())
+    }
+
+    /// A prefill's tokens: at least one, in the vocabulary, and room for
+    /// them in the cache.
+    fn check_prefill(&self, tokens: &[u32]) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument(
+                "prefill needs at least one token".into(),
+            ));
+        }
+        self.check_tokens(tokens)
     }
 
     /// Upload a prefill chunk's embeddings, step records and tables.

@@ -53,6 +53,8 @@ pub struct Prefill {
     routed_tiles: wgpu::Buffer,
     routed_order: wgpu::Buffer,
     group_params: wgpu::Buffer,
+    /// RMSNorm params over n_embd-wide chunk rows (layer norms and the head).
+    norm_embd: wgpu::Buffer,
 }
 
 /// The output head over every row of a chunk (perplexity wants the logits
@@ -101,17 +103,21 @@ impl Prefill {
             .write_buffer(&self.group_params, 0, bytemuck::bytes_of(&gp));
     }
 
+    /// Record `op` with its grid for a chunk of `n_tok` tokens.
+    fn record_one(&self, op: &Op, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
+        op.d.record_grid(pass, op.grid.map(|d| self.count(d, n_tok)));
+    }
+
     /// Record the layer stack for a chunk of `n_tok` tokens.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
-        for i in 0..self.ops.len() {
-            self.record_op(pass, i, n_tok);
+        for op in &self.ops {
+            self.record_one(op, pass, n_tok);
         }
     }
 
     /// Record only dispatch `i` (profiling).
     pub fn record_op(&self, pass: &mut wgpu::ComputePass<'_>, i: usize, n_tok: u32) {
-        let op = &self.ops[i];
-        op.d.record_grid(pass, op.grid.map(|d| self.count(d, n_tok)));
+        self.record_one(&self.ops[i], pass, n_tok);
     }
 
     /// Dispatch `i`'s op (label without the layer) and kernel.
@@ -132,15 +138,6 @@ impl Prefill {
         let u = self.ubatch;
         let xn = gpu.scratch("pf.result_norm", (4 * u * c.n_embd) as u64);
         let logits = gpu.scratch("pf.logits", (4 * u * c.n_vocab) as u64);
-        let norm = gpu.uniform(
-            "pf.result_norm",
-            &ops::RmsNormParams {
-                n: c.n_embd as u32,
-                eps: c.rms_eps,
-                n_rows: u as u32,
-                _pad: 0,
-            },
-        );
         let mut b = Builder {
             gpu,
             pipes,
@@ -153,7 +150,7 @@ impl Prefill {
         b.push(
             "result_norm".into(),
             Kernel::RmsNorm,
-            &[&norm, &self.x, &w.output_norm, &xn],
+            &[&self.norm_embd, &self.x, &w.output_norm, &xn],
             [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)],
         )?;
         b.matmul(&w.output, Mm::new(&xn, c.n_embd, &logits, c.n_vocab))?;
@@ -173,7 +170,7 @@ impl Prefill {
     /// Record `head` for a chunk of `n_tok` tokens (after `record`).
     pub fn record_head(&self, head: &Head, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
         for op in &head.ops {
-            op.d.record_grid(pass, op.grid.map(|d| self.count(d, n_tok)));
+            self.record_one(op, pass, n_tok);
         }
     }
 
@@ -531,5 +528,6 @@ pub fn build(
         routed_tiles,
         routed_order,
         group_params,
+        norm_embd,
     })
 }
