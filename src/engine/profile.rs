@@ -147,6 +147,9 @@ impl<'a> Engine<'a> {
             }
             Ok::<_, Error>(())
         };
+        // The embedding gather comes before the first block.
+        let embed = 0..blocks.first().map_or(0, |b| b.attn.start);
+        crate::gpu::ops::run(self.gpu, &self.plan.dispatches[embed])?;
         for b in &blocks {
             crate::gpu::ops::run(self.gpu, &self.plan.dispatches[b.attn.clone()])?;
             read(self, After::Attn, b.layer, &mut out)?;

@@ -14,4 +14,5 @@ pub use kernels::{Format, Kernel, Pipelines};
 pub mod plan;
 pub mod profile;
 pub mod resident;
+pub mod rope;
 pub mod weights;

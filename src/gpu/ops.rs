@@ -219,6 +219,48 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
     Dispatch::new(gpu, pipes, Kernel::Matvec(s.format), &consts, &bufs, wg)
 }
 
+// ---- embedding gather --------------------------------------------------
+
+/// Invocations per embed workgroup (shaders/embed.wgsl `WG`).
+pub const EMBED_WG: u32 = 64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct EmbedParams {
+    pub units: u32,
+    pub row0: u32,
+    pub rows: u32,
+    pub _pad: u32,
+}
+
+/// Gather the rows of `m` (token_embd) named by `tokens` into `x`: one
+/// dispatch per part of `m`, each for one token (the prefill scales y with
+/// its chunk).
+pub fn embed(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    m: &crate::gpu::weights::Matrix,
+    tokens: &wgpu::Buffer,
+    x: &wgpu::Buffer,
+) -> Result<Vec<Dispatch>> {
+    let mut out = Vec::new();
+    for part in &m.parts {
+        let p = EmbedParams {
+            units: m.units,
+            row0: part.row0,
+            rows: part.rows,
+            _pad: 0,
+        };
+        let pb = gpu.uniform("token_embd", &p);
+        let mut bufs = vec![&pb, tokens, x, tokens, tokens, tokens];
+        bufs.extend(part.buffers.iter());
+        let wg = [m.units.div_ceil(EMBED_WG), 1, 1];
+        let d = Dispatch::new(gpu, pipes, Kernel::Embed(m.format), &[], &bufs, wg)?;
+        out.push(d.named("token_embd"));
+    }
+    Ok(out)
+}
+
 // ---- prefill matmul and MoE grouping -----------------------------------
 
 /// Rows of x per matmul tile (shaders/matmul.wgsl `TOK`).

@@ -28,6 +28,8 @@ pub const MAX_CANDIDATES: usize = 64;
 
 /// The plan's buffers that the engine reads or writes per token.
 pub struct Io {
+    /// The token to run (one u32); the plan gathers its embedding.
+    pub token: wgpu::Buffer,
     pub x: wgpu::Buffer,
     pub step: wgpu::Buffer,
     pub logits: wgpu::Buffer,
@@ -160,6 +162,9 @@ pub fn build(
     let attn_params = b.uniform("attention", &ops::AttentionParams::new(c, n_split));
     let router_params = b.uniform("router", &ops::RouterParams::new(c));
     let n_head = c.n_head as u32;
+    let token = scratch("token", 1);
+    b.out
+        .extend(ops::embed(gpu, pipes, &w.token_embd, &token, &x)?);
     let mut blocks = Vec::new();
     for (il, lw) in w.layers.iter().enumerate() {
         let attn_start = b.out.len();
@@ -273,7 +278,10 @@ pub fn build(
         };
         match &lw.ffn {
             FfnWeights::Dense(d) => {
-                b.matvec(&d.gate_up, gate_up(&x, Some(&lw.ffn_norm), None, 1, 0, &act))?;
+                b.matvec(
+                    &d.gate_up,
+                    gate_up(&x, Some(&lw.ffn_norm), None, 1, 0, &act),
+                )?;
                 b.matvec(&d.down, down(true))?;
             }
             FfnWeights::Moe {
@@ -286,7 +294,10 @@ pub fn build(
                 // gate+up (both norm x themselves), the routed gate+up and
                 // the shared down (into its own buffer), then the routed
                 // down adds the shared output with the residual.
-                let sh_act = scratch(&format!("ffn_shexp_act-{il}"), c.n_ff_exp * c.n_expert_shared.max(1));
+                let sh_act = scratch(
+                    &format!("ffn_shexp_act-{il}"),
+                    c.n_ff_exp * c.n_expert_shared.max(1),
+                );
                 let sh_out = scratch(&format!("ffn_shexp_out-{il}"), c.n_embd);
                 b.matvec(
                     router,
@@ -296,7 +307,10 @@ pub fn build(
                     },
                 )?;
                 if let Some(sh) = shared {
-                    b.matvec(&sh.gate_up, gate_up(&x, Some(&lw.ffn_norm), None, 1, 0, &sh_act))?;
+                    b.matvec(
+                        &sh.gate_up,
+                        gate_up(&x, Some(&lw.ffn_norm), None, 1, 0, &sh_act),
+                    )?;
                 }
                 b.push(
                     format!("blk.{il}.router"),
@@ -314,7 +328,14 @@ pub fn build(
                     [1, 1, 1],
                 )?;
                 let n_used = c.n_expert_used as u32;
-                let routed_gate_up = gate_up(&h2, None, Some((&sel, &sel_w)), n_used, c.n_ff_exp as u32, &act);
+                let routed_gate_up = gate_up(
+                    &h2,
+                    None,
+                    Some((&sel, &sel_w)),
+                    n_used,
+                    c.n_ff_exp as u32,
+                    &act,
+                );
                 match shared {
                     Some(sh) => {
                         b.matvec(
@@ -424,6 +445,7 @@ pub fn build(
                 ("ffn_norm", After::MoeFfn, h2.clone(), c.n_embd),
                 ("l_out", After::Ffn, x.clone(), c.n_embd),
             ],
+            token,
             x,
             step,
             logits,
