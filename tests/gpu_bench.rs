@@ -98,6 +98,7 @@ fn model_tier_runs_every_test_at_every_depth_in_llama_bench_order() {
     let p = r.tests[3].prediction.as_ref().unwrap();
     assert_eq!((p.pos, p.n_dense, p.n_moe), (21, 1, 2));
     assert!(p.token_us > 0.0 && p.dense.is_some() && p.moe.is_some());
+    assert!(p.moe_sequence.is_some() && p.token_us_sequence().unwrap() > 0.0);
     assert_eq!(r.decode, e.decode_barriers());
     assert_eq!(r.fills.iter().map(|f| f.0).collect::<Vec<_>>(), [0, 20]);
 }

@@ -27,6 +27,20 @@ pub struct Prediction {
     pub head: Stats,
     /// n_dense × dense + n_moe × MoE + head, from the medians.
     pub token_us: f64,
+    /// µs per MoE block when all MoE blocks run once in sequence (each
+    /// with its own weights, as in a token), replayed as a whole: the
+    /// check on `moe`, whose one block's weights may stay in the GPU's
+    /// last-level cache from replay to replay.
+    pub moe_sequence: Option<Stats>,
+}
+
+impl Prediction {
+    /// The token predicted with `moe_sequence` in place of `moe`.
+    pub fn token_us_sequence(&self) -> Option<f64> {
+        let s = self.moe_sequence.as_ref()?;
+        let moe = self.moe.as_ref().map_or(0.0, |m| m.median);
+        Some(self.token_us + self.n_moe as f64 * (s.median - moe))
+    }
 }
 
 /// µs per replay of `range`, one sample per round of `count` replays in
@@ -91,6 +105,14 @@ pub fn predict(
     };
     let n_dense = blocks.iter().filter(|b| !b.moe).count();
     let n_moe = blocks.len() - n_dense;
+    let moe_sequence = match moe_run(&blocks) {
+        Some(r) if n_moe > 1 => {
+            let reps = (count / n_moe).max(1);
+            let s = per_replay(e, r, reps, rounds)?;
+            Some(scaled(&s, 1.0 / n_moe as f64))
+        }
+        _ => None,
+    };
     let med = |s: &Option<Stats>| s.as_ref().map_or(0.0, |s| s.median);
     Ok(Prediction {
         pos,
@@ -101,7 +123,29 @@ pub fn predict(
         moe,
         n_moe,
         head,
+        moe_sequence,
     })
+}
+
+/// The dispatches of all MoE blocks, when they are consecutive.
+fn moe_run(blocks: &[BlockRange]) -> Option<Range<usize>> {
+    let first = blocks.iter().position(|b| b.moe)?;
+    let last = blocks.iter().rposition(|b| b.moe)?;
+    let all = &blocks[first..=last];
+    all.iter()
+        .all(|b| b.moe)
+        .then(|| all[0].attn.start..all[all.len() - 1].ffn.end)
+}
+
+fn scaled(s: &Stats, f: f64) -> Stats {
+    Stats {
+        n: s.n,
+        median: s.median * f,
+        p10: s.p10 * f,
+        p90: s.p90 * f,
+        iqr: s.iqr * f,
+        mad: s.mad * f,
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -160,7 +204,10 @@ pub fn block(
     let pos = depth + gen / 2;
     let prediction = predict(e, pos, count, rounds, b.moe.then_some(b.layer))?;
     e.jump_to(pos)?;
-    let block = per_replay(e, whole(&b), count, rounds)?;
+    let block = match (&prediction.moe, b.moe) {
+        (Some(s), true) => *s,
+        _ => per_replay(e, whole(&b), count, rounds)?,
+    };
     let ffn = per_replay(e, b.ffn.clone(), count, rounds)?;
     e.reset();
     Ok(BlockReport {

@@ -16,7 +16,10 @@ use glmw::{Error, Result};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Which rung of the ladder.
+    /// Which rung of the ladder: micro (each decode kernel of one block and
+    /// the head), block (one block replayed --count times inside one
+    /// submission, --rounds times, predicting the tg token beside its
+    /// measurement) or model (llama-bench's table).
     #[arg(long, value_parser = ["micro", "block", "model"], default_value = "model")]
     pub tier: String,
     /// Path to a GGUF model file.
@@ -25,7 +28,9 @@ pub struct BenchArgs {
     /// Without --model: synthesize this model into a temp file first.
     #[arg(long, value_parser = ["tiny", "glm-4.7-flash", "deepseek-v2-lite"])]
     pub preset: Option<String>,
-    /// KV cache length [default: what the tier needs; 4096 for block].
+    /// KV cache length [default: the deepest -d plus the longest test
+    /// (model); the first -d plus the first -n, at least 4096 (block); the
+    /// longest --contexts (micro)].
     #[arg(long)]
     pub ctx: Option<usize>,
     /// Timed repetitions per round (micro); block replays per submission
@@ -369,18 +374,26 @@ fn barrier_lines(r: &bench::ModelReport, text: &mut Vec<String>) {
 
 fn prediction_text(name: &str, p: &bench::Prediction, measured_us: f64) -> String {
     let med = |s: &Option<Stats>| s.as_ref().map_or(0.0, |s| s.median);
-    format!(
-        "{name}: predicted {:.1} us/token = {} x dense {:.1} + {} x MoE {:.1} + head {:.1} (@ pos {}); measured {:.1} us ({:+.1}%)",
+    let off = |us: f64| 100.0 * (us / measured_us.max(1e-9) - 1.0);
+    let mut t = format!(
+        "{name}: measured {measured_us:.1} us/token; predicted {:.1} us ({:+.1}%) = {} x dense {:.1} + {} x MoE {:.1} + head {:.1} (@ pos {})",
         p.token_us,
+        off(p.token_us),
         p.n_dense,
         med(&p.dense),
         p.n_moe,
         med(&p.moe),
         p.head.median,
         p.pos,
-        measured_us,
-        100.0 * (p.token_us / measured_us.max(1e-9) - 1.0)
-    )
+    );
+    if let (Some(s), Some(us)) = (&p.moe_sequence, p.token_us_sequence()) {
+        t.push_str(&format!(
+            "; with the MoE blocks in sequence ({:.1} us each) {us:.1} us ({:+.1}%)",
+            s.median,
+            off(us)
+        ));
+    }
+    t
 }
 
 fn prediction_json(p: &bench::Prediction, measured_us: f64) -> Json {
@@ -399,6 +412,11 @@ fn prediction_json(p: &bench::Prediction, measured_us: f64) -> Json {
         ),
         ("moe", opt(&p.moe)),
         ("head", stats_json(&p.head)),
+        ("moe_sequence", opt(&p.moe_sequence)),
+        (
+            "token_us_sequence",
+            p.token_us_sequence().map_or(Json::Null, Json::num),
+        ),
     ])
 }
 
