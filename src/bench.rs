@@ -10,7 +10,7 @@ pub mod model;
 
 use std::time::Instant;
 
-pub use block::{block, per_replay, predict, BlockReport, Prediction};
+pub use block::{block, part_barriers, per_replay, predict, BlockReport, Prediction};
 pub use model::{mean_sd, model, ModelReport, ModelSpec, TestRun};
 
 use crate::engine::Engine;

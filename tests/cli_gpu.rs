@@ -192,6 +192,7 @@ fn bench_tiers_emit_their_fields() {
             "buffer_transitions_per_token",
             "prefill_dispatches",
             "prefill_barriers",
+            "token_parts",
             "gpu_us_per_token",
             "ops",
             "share",
@@ -258,6 +259,8 @@ fn bench_tiers_emit_their_fields() {
             "prediction",
             "token_us",
             "error",
+            "moe_sequence",
+            "token_parts",
         ],
     );
     assert!(j.contains("\"name\":\"tg4 @ d8\""), "{j}");

@@ -47,6 +47,13 @@ fn dispatches_and_barriers_per_token_and_chunk_are_pinned() {
         let e = engine(v, 32);
         let (d, p) = (e.decode_barriers(), e.prefill_barriers());
         assert_eq!(d.dispatches, e.dispatches_per_token());
+        let parts = glmw::bench::part_barriers(&e);
+        let names: Vec<&str> = parts.iter().map(|p| p.0).collect();
+        assert_eq!(names, ["dense block", "MoE block", "head"]);
+        // one dense block, two MoE blocks and the head make the token
+        let sum = |f: fn(&Barriers) -> usize| f(&parts[0].1) + 2 * f(&parts[1].1) + f(&parts[2].1);
+        assert_eq!(sum(|b| b.dispatches), d.dispatches);
+        assert_eq!(sum(|b| b.barriers), d.barriers);
         assert!(
             d == DECODE && p == PREFILL,
             "{v:?} tiny preset: decode {d:?}, prefill chunk {p:?}; pinned decode {DECODE:?}, \

@@ -9,6 +9,7 @@ use std::ops::Range;
 use super::{model, stats, Stats, TestRun};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::gpu::barriers::Barriers;
 use crate::gpu::plan::BlockRange;
 
 /// The token predicted from replayed blocks at one position.
@@ -125,6 +126,27 @@ pub fn predict(
         head,
         moe_sequence,
     })
+}
+
+/// Dispatches and barriers of the first dense block, the first MoE block
+/// and the head, as each runs inside a token.
+pub fn part_barriers(e: &Engine) -> Vec<(&'static str, Barriers)> {
+    let blocks = e.blocks();
+    let head = blocks.last().map_or(0, |b| b.ffn.end)..e.dispatches_per_token();
+    let dense = blocks
+        .iter()
+        .find(|b| !b.moe)
+        .map(|b| ("dense block", whole(b)));
+    let moe = blocks
+        .iter()
+        .find(|b| b.moe)
+        .map(|b| ("MoE block", whole(b)));
+    dense
+        .into_iter()
+        .chain(moe)
+        .chain([("head", head)])
+        .map(|(name, r)| (name, e.decode_barriers_in(r)))
+        .collect()
 }
 
 /// The dispatches of all MoE blocks, when they are consecutive.

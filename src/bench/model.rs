@@ -95,6 +95,9 @@ pub struct ModelReport {
     /// one with the batched prefill.
     pub fills: Vec<(usize, f64)>,
     pub decode: Barriers,
+    /// The first dense block's, the first MoE block's and the head's share
+    /// of `decode`.
+    pub parts: Vec<(&'static str, Barriers)>,
     /// Per prefill chunk (one pass of the prefill plan).
     pub prefill: Barriers,
     /// Position of the profiled token (the first depth).
@@ -257,6 +260,7 @@ fn profiles(
         tests,
         fills,
         decode: e.decode_barriers(),
+        parts: block::part_barriers(e),
         prefill: e.prefill_barriers(),
         profile_pos: d0,
         gpu_us: p.gpu_ns / 1e3,

@@ -9,6 +9,7 @@ use super::json::Json;
 use super::DeviceArgs;
 use glmw::bench::{self, Stats};
 use glmw::engine::{Engine, EngineOptions};
+use glmw::gpu::barriers::Barriers;
 use glmw::gpu::Gpu;
 use glmw::model::Model;
 use glmw::synth::Preset;
@@ -325,6 +326,7 @@ fn model_tier(
             "prefill_buffer_transitions",
             Json::num(r.prefill.transitions as f64),
         ),
+        ("token_parts", parts_json(&r.parts)),
         ("profile_pos", Json::num(r.profile_pos as f64)),
         ("gpu_us_per_token", Json::num(r.gpu_us)),
         ("wall_us_per_token", Json::num(r.wall_us)),
@@ -370,6 +372,31 @@ fn barrier_lines(r: &bench::ModelReport, text: &mut Vec<String>) {
         "decode: {} dispatches/token, {} barriers/token ({} buffer transitions); prefill chunk: {} dispatches, {} barriers ({} transitions)",
         d.dispatches, d.barriers, d.transitions, p.dispatches, p.barriers, p.transitions
     ));
+    text.push(format!("  of a token: {}", parts_text(&r.parts)));
+}
+
+fn parts_text(parts: &[(&str, Barriers)]) -> String {
+    let each: Vec<String> = parts
+        .iter()
+        .map(|(n, b)| format!("{n} {} dispatches, {} barriers", b.dispatches, b.barriers))
+        .collect();
+    each.join("; ")
+}
+
+fn parts_json(parts: &[(&str, Barriers)]) -> Json {
+    Json::Arr(
+        parts
+            .iter()
+            .map(|(n, b)| {
+                Json::obj(vec![
+                    ("part", Json::str(*n)),
+                    ("dispatches", Json::num(b.dispatches as f64)),
+                    ("barriers", Json::num(b.barriers as f64)),
+                    ("transitions", Json::num(b.transitions as f64)),
+                ])
+            })
+            .collect(),
+    )
 }
 
 fn prediction_text(name: &str, p: &bench::Prediction, measured_us: f64) -> String {
@@ -502,6 +529,8 @@ fn block_tier(
         a.repetitions
     ));
     text.push(prediction_text(&m.name(), &r.prediction, m.us_per_token()));
+    let parts = bench::part_barriers(e);
+    text.push(format!("of a token: {}", parts_text(&parts)));
     Ok(vec![
         ("layer", Json::num(r.layer as f64)),
         ("moe", Json::Bool(r.moe)),
@@ -520,6 +549,7 @@ fn block_tier(
             "prediction",
             prediction_json(&r.prediction, m.us_per_token()),
         ),
+        ("token_parts", parts_json(&parts)),
     ])
 }
 

@@ -69,6 +69,13 @@ impl<'a> Engine<'a> {
         barriers::count(&self.plan.dispatches)
     }
 
+    /// The part of a token's barriers that falls in dispatches `range` (a
+    /// block: its first dispatch waits on the block before it).
+    pub fn decode_barriers_in(&self, range: std::ops::Range<usize>) -> Barriers {
+        let t = barriers::transitions(&self.plan.dispatches);
+        Barriers::of(t.get(range).unwrap_or_default())
+    }
+
     /// Dispatches and wgpu barriers of one prefill chunk's pass.
     pub fn prefill_barriers(&self) -> Barriers {
         barriers::count(self.prefill.dispatch_list())

@@ -41,16 +41,28 @@ fn state(b: Bind) -> u8 {
     }
 }
 
-/// Count over dispatches given as their (buffer, declaration) uses; `K`
-/// identifies a buffer (`wgpu::Buffer` compares by identity).
-pub fn count_uses<'a, K, I, U>(dispatches: I) -> Barriers
+impl Barriers {
+    /// The counts of dispatches with these transitions each.
+    pub fn of(transitions: &[usize]) -> Barriers {
+        Barriers {
+            dispatches: transitions.len(),
+            barriers: transitions.iter().filter(|&&t| t > 0).count(),
+            transitions: transitions.iter().sum(),
+        }
+    }
+}
+
+/// Buffer transitions before each dispatch, the dispatches given as their
+/// (buffer, declaration) uses; `K` identifies a buffer (`wgpu::Buffer`
+/// compares by identity).
+pub fn transitions_of<'a, K, I, U>(dispatches: I) -> Vec<usize>
 where
     K: Eq + Hash + Clone + 'a,
     I: IntoIterator<Item = U>,
     U: IntoIterator<Item = &'a (K, Bind)>,
 {
     let mut last: HashMap<K, u8> = HashMap::new();
-    let mut out = Barriers::default();
+    let mut out = Vec::new();
     for uses in dispatches {
         let mut now: Vec<(&K, u8)> = Vec::new();
         for (k, b) in uses {
@@ -67,16 +79,20 @@ where
                 }
             }
         }
-        out.dispatches += 1;
-        out.transitions += transitions;
-        out.barriers += (transitions > 0) as usize;
+        out.push(transitions);
     }
     out
 }
 
+/// Buffer transitions before each of `dispatches`, recorded in order into
+/// one encoder.
+pub fn transitions<'a>(dispatches: impl IntoIterator<Item = &'a Dispatch>) -> Vec<usize> {
+    transitions_of(dispatches.into_iter().map(|d| d.uses()))
+}
+
 /// Count over `dispatches` recorded in order into one encoder.
 pub fn count<'a>(dispatches: impl IntoIterator<Item = &'a Dispatch>) -> Barriers {
-    count_uses(dispatches.into_iter().map(|d| d.uses()))
+    Barriers::of(&transitions(dispatches))
 }
 
 #[cfg(test)]
@@ -85,7 +101,7 @@ mod tests {
     use Bind::{Read as R, Uniform as U, Write as W};
 
     fn n(seq: &[&[(u32, Bind)]]) -> (usize, usize) {
-        let b = count_uses(seq.iter().map(|d| d.iter()));
+        let b = Barriers::of(&transitions_of(seq.iter().map(|d| d.iter())));
         (b.barriers, b.transitions)
     }
 
