@@ -166,6 +166,7 @@ pub fn fill(e: &mut Engine, from: usize, to: usize) -> Result<f64> {
 
 /// `ppN` at `depth`, `reps` times.
 pub fn pp(e: &mut Engine, depth: usize, n: usize, reps: usize) -> Result<TestRun> {
+    check_fits(e, depth, n)?;
     let toks: Vec<u32> = (depth..depth + n).map(|i| token(e, i)).collect();
     let mut samples_ns = Vec::with_capacity(reps);
     for _ in 0..reps {
@@ -185,6 +186,7 @@ pub fn pp(e: &mut Engine, depth: usize, n: usize, reps: usize) -> Result<TestRun
 
 /// `tgN` at `depth`, `reps` times: each token the greedy pick of the last.
 pub fn tg(e: &mut Engine, depth: usize, n: usize, reps: usize) -> Result<TestRun> {
+    check_fits(e, depth, n.max(1))?;
     let mut samples_ns = Vec::with_capacity(reps);
     for _ in 0..reps {
         e.jump_to(depth)?;

@@ -154,21 +154,10 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     let (path, _temp) = model_path(a)?;
     let model = Model::open(&path)?;
     let c = &model.config;
-    let max_depth = a.depth.iter().copied().max().unwrap_or(0);
-    let longest = a
-        .n_prompt
-        .iter()
-        .chain(&a.n_gen)
-        .copied()
-        .max()
-        .unwrap_or(0);
-    let n_ctx = a.ctx.unwrap_or(match a.tier.as_str() {
-        // + warm-up and profiled tokens
-        "model" => max_depth + longest.max(8),
-        "micro" => a.contexts.iter().copied().max().unwrap_or(1),
-        _ => (a.depth.first().copied().unwrap_or(0) + a.n_gen.first().copied().unwrap_or(1))
-            .max(4096.min(c.n_ctx_train.max(1))),
-    });
+    let n_ctx = match a.ctx {
+        Some(n) => n,
+        None => needed_ctx(a, c.n_ctx_train)?,
+    };
     let gpu_opts = a.device.gpu_only("bench")?;
     let gpu = Gpu::new(gpu_opts)?;
     let opts = EngineOptions {
@@ -244,6 +233,24 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The cache the tier needs when --ctx is not given: the deepest test plus
+/// room for the warm-up (model), the first depth and tg with at least 4096
+/// (block), the longest context (micro).
+fn needed_ctx(a: &BenchArgs, n_ctx_train: usize) -> Result<usize> {
+    let max = |v: &[usize]| v.iter().copied().max().unwrap_or(0);
+    let first = |v: &[usize], d| v.first().copied().unwrap_or(d);
+    let need = match a.tier.as_str() {
+        "model" => max(&a.depth).checked_add(max(&a.n_prompt).max(max(&a.n_gen)).max(8)),
+        "micro" => Some(max(&a.contexts).max(1)),
+        _ => first(&a.depth, 0)
+            .checked_add(first(&a.n_gen, 1))
+            .map(|n| n.max(4096.min(n_ctx_train.max(1)))),
+    };
+    need.ok_or_else(|| {
+        Error::InvalidArgument("-d plus -p or -n overflows: give smaller values".into())
+    })
 }
 
 fn short(p: &Path) -> String {
