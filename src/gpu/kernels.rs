@@ -38,9 +38,10 @@ pub enum Kernel {
     ReadBandwidth,
 }
 
-/// How a binding is declared in the shader.
-#[derive(Clone, Copy)]
-enum Bind {
+/// How a binding is declared in the shader (and so the state wgpu tracks
+/// for the bound buffer: `gpu::barriers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bind {
     Uniform,
     Read,
     Write,
@@ -84,7 +85,8 @@ impl Kernel {
             .expect("every Kernel is in the manifest")
     }
 
-    fn bindings(self) -> &'static [Bind] {
+    /// Each binding's declaration, in binding order.
+    pub fn bindings(self) -> &'static [Bind] {
         use Bind::{Read as R, Uniform as U, Write as W};
         match self {
             Kernel::RmsNorm => &[U, R, R, W],

@@ -2,6 +2,7 @@
 //! kernel set and its single variant selector, weight upload, the decode
 //! plan, and buffer helpers.
 
+pub mod barriers;
 mod buffers;
 pub mod context;
 pub mod kernels;

@@ -4,7 +4,7 @@
 //! replayed into a compute pass as often as needed.
 
 use super::context::Gpu;
-use super::kernels::{Consts, Format, Kernel, Pipelines};
+use super::kernels::{Bind, Consts, Format, Kernel, Pipelines};
 use crate::error::{Error, Result};
 use crate::model::{Config, Gating};
 
@@ -19,6 +19,9 @@ pub struct Dispatch {
     pub weight_bytes: u64,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
+    /// Each bound buffer with how the kernel declares it, in binding
+    /// order: what `gpu::barriers` counts wgpu's barriers from.
+    uses: Vec<(wgpu::Buffer, Bind)>,
     pub workgroups: [u32; 3],
 }
 
@@ -52,12 +55,18 @@ impl Dispatch {
             return Err(Error::Gpu(format!("binding buffers for {}: {e}", k.name())));
         }
         gpu.count_object();
+        let uses = buffers
+            .iter()
+            .zip(k.bindings())
+            .map(|(b, &a)| ((*b).clone(), a))
+            .collect();
         Ok(Dispatch {
             kernel: k,
             label: k.name().to_string(),
             weight_bytes: 0,
             pipeline,
             bind_group,
+            uses,
             workgroups,
         })
     }
@@ -78,6 +87,11 @@ impl Dispatch {
             Some(rest) => rest.split_once('.').map_or(rest, |(_, op)| op),
             None => &self.label,
         }
+    }
+
+    /// The bound buffers and their declared access, in binding order.
+    pub fn uses(&self) -> &[(wgpu::Buffer, Bind)] {
+        &self.uses
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {

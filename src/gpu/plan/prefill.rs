@@ -181,6 +181,11 @@ impl Prefill {
     pub fn dispatches(&self) -> usize {
         self.ops.len()
     }
+
+    /// The chunk's dispatches in recording order (for counting barriers).
+    pub fn dispatch_list(&self) -> impl Iterator<Item = &Dispatch> {
+        self.ops.iter().map(|op| &op.d)
+    }
 }
 
 /// One matmul's inputs and layout besides the matrix.
