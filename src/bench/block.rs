@@ -133,6 +133,8 @@ pub fn predict(
 pub fn part_barriers(e: &Engine) -> Vec<(&'static str, Barriers)> {
     let blocks = e.blocks();
     let head = blocks.last().map_or(0, |b| b.ffn.end)..e.dispatches_per_token();
+    // The embedding gather runs before the first block.
+    let embed = ("embedding", 0..blocks.first().map_or(0, |b| b.attn.start));
     let dense = blocks
         .iter()
         .find(|b| !b.moe)
@@ -141,8 +143,8 @@ pub fn part_barriers(e: &Engine) -> Vec<(&'static str, Barriers)> {
         .iter()
         .find(|b| b.moe)
         .map(|b| ("MoE block", whole(b)));
-    dense
-        .into_iter()
+    std::iter::once(embed)
+        .chain(dense)
         .chain(moe)
         .chain([("head", head)])
         .map(|(name, r)| (name, e.decode_barriers_in(r)))
