@@ -52,8 +52,8 @@ fn rms_norm_matches_reference() {
             .chunks(n)
             .flat_map(|r| cpu::rms_norm(r, &g, EPS))
             .collect();
-        let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-        let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+        let xb = gpu.storage("x", bytemuck::cast_slice(&x)).unwrap();
+        let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
         let pb = gpu.uniform(
             "p",
             &ops::RmsNormParams {
@@ -64,7 +64,9 @@ fn rms_norm_matches_reference() {
             },
         );
         for pipes in common::pipelines() {
-            let yb = gpu.storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]));
+            let yb = gpu
+                .storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]))
+                .unwrap();
             let bufs = [&pb, &xb, &gb, &yb];
             let d = Dispatch::new(
                 gpu,
@@ -259,13 +261,13 @@ fn check(c: &Case, seed: u64) -> f64 {
         slots: c.slots as u32,
     };
     let pb = gpu.uniform("p", &params);
-    let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-    let gb = gpu.storage("g", bytemuck::cast_slice(&g));
-    let sb = gpu.storage("sel", bytemuck::cast_slice(&sel));
-    let swb = gpu.storage("sel_w", bytemuck::cast_slice(&sel_w));
+    let xb = gpu.storage("x", bytemuck::cast_slice(&x)).unwrap();
+    let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
+    let sb = gpu.storage("sel", bytemuck::cast_slice(&sel)).unwrap();
+    let swb = gpu.storage("sel_w", bytemuck::cast_slice(&sel_w)).unwrap();
     let mut worst = 0f64;
     for pipes in common::pipelines() {
-        let yb = gpu.storage("y", bytemuck::cast_slice(&y0));
+        let yb = gpu.storage("y", bytemuck::cast_slice(&y0)).unwrap();
         let bufs = MatvecBuffers {
             params: &pb,
             x: &xb,

@@ -135,6 +135,7 @@ impl<'m> Reference<'m> {
         self.record("result_norm", None, &xn);
         let logits = ops::matvec(f, &w.output, 0, &xn)?;
         self.pos += 1;
+        crate::error::check_finite(&logits)?;
         Ok(logits)
     }
 

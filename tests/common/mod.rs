@@ -84,7 +84,13 @@ pub fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
         Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
     };
     let gpu = gpu();
-    (deq, arrays.iter().map(|a| gpu.storage("w", a)).collect())
+    (
+        deq,
+        arrays
+            .iter()
+            .map(|a| gpu.storage("w", a).unwrap())
+            .collect(),
+    )
 }
 
 /// y as a kernel must leave it: `y0` with the oracle's outputs `out`
