@@ -275,7 +275,7 @@ impl Config {
             ("attention.value_length_mla", self.n_embd_head_v, MAX_WIDTH),
             ("rope.dimension_count", self.n_embd_head_qk_rope, MAX_WIDTH),
             ("vocabulary size", self.n_vocab, MAX_VOCAB),
-            ("context_length", self.n_ctx_train, usize::MAX),
+            ("context_length", self.n_ctx_train, u32::MAX as usize),
         ] {
             if v == 0 || v > max {
                 return bad(format!("{name} {v} must be in 1..={max}"));
