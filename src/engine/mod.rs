@@ -97,6 +97,14 @@ fn check_options(opts: &EngineOptions) -> Result<()> {
     if opts.n_ctx == 0 {
         return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
     }
+    // Positions are u32 in the kernels' step records.
+    if opts.n_ctx > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!(
+            "--ctx {} is above {}, the most positions the kernels address",
+            opts.n_ctx,
+            u32::MAX
+        )));
+    }
     if opts.ubatch == 0 {
         return Err(Error::InvalidArgument("--ubatch must be at least 1".into()));
     }
