@@ -160,46 +160,6 @@ fn every_count_has_an_upper_bound() {
 
 // ---- sizes and GPU allocations ----
 
-/// The tiny model with every block dense (blk.0's FFN copied into blocks 1
-/// and 2, their experts dropped) and metadata `edit`.
-fn all_dense(edit: impl FnOnce(&mut Vec<(String, Value)>)) -> PathBuf {
-    let src = GgufFile::open(common::tiny_model()).unwrap();
-    let mut md = src.metadata().to_vec();
-    set(
-        &mut md,
-        &format!("{K}leading_dense_block_count"),
-        Value::U32(3),
-    );
-    edit(&mut md);
-    let moe = ["_exps", "_shexp", "ffn_gate_inp", "exp_probs_b"];
-    let mut tensors: Vec<(TensorSpec, &[u8])> = Vec::new();
-    for t in src.tensors() {
-        if t.name.starts_with("blk.0.") || !moe.iter().any(|m| t.name.contains(m)) {
-            let spec = TensorSpec::new(t.name.clone(), &t.dims, t.ggml_type);
-            tensors.push((spec, src.tensor_data(t)));
-        }
-        if let Some(ffn) = t
-            .name
-            .strip_prefix("blk.0.ffn_")
-            .filter(|_| !t.name.contains("norm"))
-        {
-            for il in 1..3 {
-                let name = format!("blk.{il}.ffn_{ffn}");
-                let spec = TensorSpec::new(name, &t.dims, t.ggml_type);
-                tensors.push((spec, src.tensor_data(t)));
-            }
-        }
-    }
-    let path = common::temp_dir("dense").join("m.gguf");
-    let specs: Vec<TensorSpec> = tensors.iter().map(|t| t.0.clone()).collect();
-    let mut w = GgufWriter::create(&path, &md, &specs).unwrap();
-    for (_, data) in &tensors {
-        w.write_data(data).unwrap();
-    }
-    w.finish().unwrap();
-    path
-}
-
 #[test]
 fn an_all_dense_file_sizes_nothing_from_its_expert_keys() {
     common::gpu();
@@ -207,7 +167,7 @@ fn an_all_dense_file_sizes_nothing_from_its_expert_keys() {
     // plans' expert buffers (the shared expert's 64 x 2^20 floats, the
     // prefill's 64 tokens x 8 used x 2^20), past the adapter's limits:
     // a panic in wgpu then, an error now if they were still used.
-    let path = all_dense(|md| {
+    let path = common::all_dense(|md| {
         set(
             md,
             &format!("{K}expert_feed_forward_length"),

@@ -18,11 +18,12 @@ use glmw::model::Model;
 use glmw::reference::{MlaForm, Reference};
 use glmw::tokenizer::Tokenizer;
 
-/// Mutants per kind, and how many loadable ones also run on the GPU.
-const BYTE_FLIPS: usize = 160;
-const TRUNCATIONS: usize = 60;
-const VALUE_EDITS: usize = 240;
-const GPU_CASES: usize = 10;
+/// Mutants per kind (of the tiny model, then of its all-dense variant), and
+/// how many loadable ones of each seed also run on the GPU.
+const BYTE_FLIPS: usize = 400;
+const TRUNCATIONS: usize = 100;
+const VALUE_EDITS: [usize; 2] = [500, 200];
+const GPU_CASES: usize = 8;
 /// The longest one mutant may take before it counts as a hang.
 const CASE_LIMIT: Duration = Duration::from_secs(60);
 
@@ -48,6 +49,7 @@ fn edge_values() -> Vec<Value> {
         Value::U32(0),
         Value::U32(1),
         Value::U32(2),
+        Value::U32(3),
         Value::U32(u32::MAX),
         Value::U32(1 << 31),
         Value::U32(1 << 16),
@@ -97,7 +99,8 @@ impl Seed {
     }
 }
 
-fn mutants(seed: &Seed, rng: &mut Rng) -> Vec<(String, Vec<u8>)> {
+/// Byte flips and truncations of `seed`.
+fn raw_mutants(seed: &Seed, rng: &mut Rng) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let hl = seed.header_len();
     for i in 0..BYTE_FLIPS {
@@ -121,14 +124,22 @@ fn mutants(seed: &Seed, rng: &mut Rng) -> Vec<(String, Vec<u8>)> {
         };
         out.push((format!("truncate to {len}"), seed.bytes[..len].to_vec()));
     }
-    let md = seed.file.metadata();
+    out
+}
+
+/// `n` copies of `seed` with one or two metadata values set to edge values.
+fn value_mutants(seed: &Seed, rng: &mut Rng, n: usize) -> Vec<(String, Vec<u8>)> {
     let edges = edge_values();
-    for _ in 0..VALUE_EDITS {
-        let mut m = md.to_vec();
-        let k = rng.below(m.len());
-        let v = edges[rng.below(edges.len())].clone();
-        let name = format!("{} = {}", m[k].0, v.summary());
-        m[k].1 = v;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let mut m = seed.file.metadata().to_vec();
+        let mut name = String::new();
+        for _ in 0..1 + rng.below(2) {
+            let k = rng.below(m.len());
+            let v = edges[rng.below(edges.len())].clone();
+            name += &format!("{} = {}; ", m[k].0, v.summary());
+            m[k].1 = v;
+        }
         if let Some(b) = seed.with_metadata(&m) {
             out.push((name, b));
         }
@@ -175,33 +186,45 @@ fn guarded<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static
     }
 }
 
+fn seed(path: &std::path::Path) -> Seed {
+    let bytes = std::fs::read(path).unwrap();
+    Seed {
+        file: GgufFile::from_bytes(bytes.clone()).unwrap(),
+        bytes,
+    }
+}
+
 #[test]
 fn mutated_files_never_panic_or_hang() {
     let start = Instant::now();
-    let bytes = std::fs::read(common::tiny_model()).unwrap();
-    let seed = Seed {
-        file: GgufFile::from_bytes(bytes.clone()).unwrap(),
-        bytes,
-    };
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
-    let cases = mutants(&seed, &mut rng);
-    let (mut loaded, mut on_gpu) = (0, 0);
-    for (name, b) in cases {
-        let n = name.clone();
-        let model = guarded(&name, move || cpu_case(b));
-        let Some(model) = model else { continue };
-        loaded += 1;
-        // Edited hyperparameters that pass the checks are what the GPU
-        // plans size buffers from.
-        if name.contains(" = ") && on_gpu < GPU_CASES {
-            on_gpu += 1;
-            guarded(&n, move || gpu_case(&model));
+    let (mut n, mut loaded, mut on_gpu) = (0, 0, 0);
+    let seeds = [seed(common::tiny_model()), seed(&common::all_dense(|_| {}))];
+    for (si, seed) in seeds.iter().enumerate() {
+        let mut cases = value_mutants(seed, &mut rng, VALUE_EDITS[si]);
+        let edits = cases.len();
+        if si == 0 {
+            cases.extend(raw_mutants(seed, &mut rng));
+        }
+        n += cases.len();
+        let mut gpu_left = GPU_CASES;
+        for (i, (name, b)) in cases.into_iter().enumerate() {
+            let label = name.clone();
+            let model = guarded(&name, move || cpu_case(b));
+            let Some(model) = model else { continue };
+            loaded += 1;
+            // Edited hyperparameters that pass the checks are what the GPU
+            // plans size buffers from.
+            if i < edits && gpu_left > 0 {
+                gpu_left -= 1;
+                on_gpu += 1;
+                guarded(&label, move || gpu_case(&model));
+            }
         }
     }
     eprintln!(
-        "fuzz: {} mutants, {loaded} loaded, {on_gpu} on the GPU, {:.1} s",
-        BYTE_FLIPS + TRUNCATIONS + VALUE_EDITS,
+        "fuzz: {n} mutants, {loaded} loaded, {on_gpu} on the GPU, {:.1} s",
         start.elapsed().as_secs_f64()
     );
-    assert!(loaded > 0, "no mutant loaded: the GPU path went untested");
+    assert!(on_gpu > 0, "no mutant loaded: the GPU path went untested");
 }
