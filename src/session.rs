@@ -200,8 +200,11 @@ impl<'a> Session<'a> {
         })
     }
 
-    /// Tokenize `text` (special tokens such as `<|user|>` are recognised)
-    /// and feed it; returns the number of tokens.
+    /// Tokenize `text` (special tokens such as `<|user|>` are recognised:
+    /// this is the caller's own prompt, as llama.cpp reads one) and feed
+    /// it; returns the number of tokens. For text that comes from users,
+    /// use `chat::Chat`, or `Tokenizer::encode_chat` and `feed`, which keep
+    /// it from being read as markers.
     pub fn feed_text(&mut self, text: &str) -> Result<usize> {
         let ids = self.tok.encode(text, true)?;
         self.feed(&ids)?;
@@ -254,13 +257,16 @@ impl<'a> Session<'a> {
         Ok(Some(Token { id, text }))
     }
 
-    /// An iterator over up to `max` generated tokens.
+    /// An iterator over up to `max` generated tokens. An error (nothing
+    /// fed yet, a GPU failure, corrupt logits) is yielded once and ends
+    /// the iteration, so `for t in s.tokens(n)` never spins on it.
     pub fn tokens(&mut self, max: usize) -> Tokens<'_, 'a> {
         self.stop = None;
         self.cancel.0.store(false, Ordering::SeqCst);
         Tokens {
             session: self,
             left: max,
+            failed: false,
         }
     }
 
@@ -330,21 +336,28 @@ impl<'a> Session<'a> {
 }
 
 /// Generated tokens, pulled one at a time (`Session::tokens`); ends at an
-/// end-of-turn token, a full context, cancellation or the token limit.
+/// end-of-turn token, a full context, cancellation, the token limit, or
+/// after yielding an error.
 pub struct Tokens<'s, 'a> {
     session: &'s mut Session<'a>,
     left: usize,
+    failed: bool,
 }
 
 impl Iterator for Tokens<'_, '_> {
     type Item = Result<Token>;
 
     fn next(&mut self) -> Option<Result<Token>> {
+        if self.failed {
+            return None;
+        }
         if self.left == 0 {
             self.session.stop.get_or_insert(Stop::Length);
             return None;
         }
         self.left -= 1;
-        self.session.next_token().transpose()
+        let next = self.session.next_token().transpose();
+        self.failed = matches!(next, Some(Err(_)));
+        next
     }
 }

@@ -62,7 +62,7 @@ fn kv_append_matches_reference() {
             .iter()
             .map(|v| 1.0 + v)
             .collect();
-        let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+        let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
         let pb = gpu.uniform(
             "p",
             &ops::KvAppendParams {
@@ -73,12 +73,16 @@ fn kv_append_matches_reference() {
             },
         );
         for pipes in common::pipelines() {
-            let cache = gpu.storage(
-                "cache",
-                bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
-            );
-            let ckv_b = gpu.scratch("ckv", 4 * row as u64);
-            let step_b = gpu.storage("step", bytemuck::bytes_of(&Step::new(0, &[])));
+            let cache = gpu
+                .storage(
+                    "cache",
+                    bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
+                )
+                .unwrap();
+            let ckv_b = gpu.scratch("ckv", 4 * row as u64).unwrap();
+            let step_b = gpu
+                .storage("step", bytemuck::bytes_of(&Step::new(0, &[])))
+                .unwrap();
             let bufs = [&pb, &step_b, &ckv_b, &gb, &cache];
             let d = Dispatch::new(gpu, pipes, Kernel::KvAppend, &[], &bufs, [1, 1, 1]).unwrap();
             let mut want = vec![None; n_ctx];
@@ -197,12 +201,12 @@ fn attention_and_combine_match_f64_softmax() {
             let cs = cpu::rope_cos_sin(n_pos - 1, s.n_rot, ROPE_BASE, None);
             let mut cw = words.clone();
             cw[n_pos * row / 2..].fill(NAN_PAIR);
-            let cache = gpu.storage("cache", bytemuck::cast_slice(&cw));
+            let cache = gpu.storage("cache", bytemuck::cast_slice(&cw)).unwrap();
             let mut st = Step::new(n_pos - 1, &cs);
             st.n_split = n_split;
-            let step = gpu.storage("step", bytemuck::bytes_of(&st));
-            let qab = gpu.storage("q_abs", bytemuck::cast_slice(&q_abs));
-            let qb = gpu.storage("q", bytemuck::cast_slice(&q));
+            let step = gpu.storage("step", bytemuck::bytes_of(&st)).unwrap();
+            let qab = gpu.storage("q_abs", bytemuck::cast_slice(&q_abs)).unwrap();
+            let qb = gpu.storage("q", bytemuck::cast_slice(&q)).unwrap();
             let ap = gpu.uniform(
                 "p",
                 &ops::AttentionParams {
@@ -223,7 +227,7 @@ fn attention_and_combine_match_f64_softmax() {
                     eye[(h * s.n_kv + j) * s.n_kv + j] = 1.0;
                 }
             }
-            let eye = gpu.storage("identity", bytemuck::cast_slice(&eye));
+            let eye = gpu.storage("identity", bytemuck::cast_slice(&eye)).unwrap();
             let mv = ops::MatvecSpec {
                 format: Format::F32,
                 mode: ops::MatvecMode::Plain,
@@ -243,7 +247,9 @@ fn attention_and_combine_match_f64_softmax() {
                 slots: s.n_head as u32,
             };
             let mvp = gpu.uniform("p", &mv.params);
-            let ids0 = gpu.storage("sel", bytemuck::cast_slice(&[0u32; 4]));
+            let ids0 = gpu
+                .storage("sel", bytemuck::cast_slice(&[0u32; 4]))
+                .unwrap();
             // f64 oracle: scores over [q_abs ‖ rope(q_pe)] · [c ‖ k_pe].
             let mut want = Vec::new();
             for h in 0..s.n_head {
@@ -280,7 +286,10 @@ fn attention_and_combine_match_f64_softmax() {
                 }
             }
             for pipes in common::pipelines() {
-                let nan = |n: usize| gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]));
+                let nan = |n: usize| {
+                    gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
+                        .unwrap()
+                };
                 let parts = s.n_head * n_split as usize;
                 let (o, ml, out) = (
                     nan(parts * s.n_kv),
@@ -398,7 +407,7 @@ fn router_matches_reference() {
             eps: c.rms_eps,
             _pad: 0,
         };
-        let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v));
+        let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v)).unwrap();
         let (pb, xb, gb, wb, bb) = (
             gpu.uniform("p", &p),
             store(&x),
@@ -409,7 +418,9 @@ fn router_matches_reference() {
         for pipes in common::pipelines() {
             let k = c.n_expert_used;
             let (hb, swb) = (store(&vec![f32::NAN; n + 1]), store(&vec![f32::NAN; k + 1]));
-            let sb = gpu.storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]));
+            let sb = gpu
+                .storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
+                .unwrap();
             let bufs = [&pb, &xb, &gb, &wb, &bb, &hb, &sb, &swb];
             let d = Dispatch::new(gpu, pipes, Kernel::Router, &[], &bufs, [1, 1, 1]).unwrap();
             ops::run(gpu, &[d]).unwrap();
@@ -489,15 +500,23 @@ fn topk_two_passes_match_sort() {
             })
             .collect();
         let want = top_k(&v, &ids, k);
-        let vb = gpu.storage("logits", bytemuck::cast_slice(&v));
+        let vb = gpu.storage("logits", bytemuck::cast_slice(&v)).unwrap();
         let (pb1, pb2) = (gpu.uniform("p1", &p1), gpu.uniform("p2", &p2));
-        let unused = gpu.scratch("unused", 16);
+        let unused = gpu.scratch("unused", 16).unwrap();
         for pipes in common::pipelines() {
             let nc = n_wg as usize * k;
-            let c1v = gpu.storage("c1v", bytemuck::cast_slice(&vec![f32::NAN; nc + 1]));
-            let c1i = gpu.storage("c1i", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; nc + 1]));
-            let cv = gpu.storage("cv", bytemuck::cast_slice(&vec![f32::NAN; k + 1]));
-            let cidx = gpu.storage("ci", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]));
+            let c1v = gpu
+                .storage("c1v", bytemuck::cast_slice(&vec![f32::NAN; nc + 1]))
+                .unwrap();
+            let c1i = gpu
+                .storage("c1i", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; nc + 1]))
+                .unwrap();
+            let cv = gpu
+                .storage("cv", bytemuck::cast_slice(&vec![f32::NAN; k + 1]))
+                .unwrap();
+            let cidx = gpu
+                .storage("ci", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
+                .unwrap();
             let d1 = Dispatch::new(
                 gpu,
                 pipes,

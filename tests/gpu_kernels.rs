@@ -52,8 +52,8 @@ fn rms_norm_matches_reference() {
             .chunks(n)
             .flat_map(|r| cpu::rms_norm(r, &g, EPS))
             .collect();
-        let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-        let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+        let xb = gpu.storage("x", bytemuck::cast_slice(&x)).unwrap();
+        let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
         let pb = gpu.uniform(
             "p",
             &ops::RmsNormParams {
@@ -64,7 +64,9 @@ fn rms_norm_matches_reference() {
             },
         );
         for pipes in common::pipelines() {
-            let yb = gpu.storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]));
+            let yb = gpu
+                .storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]))
+                .unwrap();
             let bufs = [&pb, &xb, &gb, &yb];
             let d = Dispatch::new(
                 gpu,
@@ -265,13 +267,13 @@ fn check(c: &Case, seed: u64) -> f64 {
         slots: c.slots as u32,
     };
     let pb = gpu.uniform("p", &params);
-    let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-    let gb = gpu.storage("g", bytemuck::cast_slice(&g));
-    let sb = gpu.storage("sel", bytemuck::cast_slice(&sel));
-    let swb = gpu.storage("sel_w", bytemuck::cast_slice(&sel_w));
+    let xb = gpu.storage("x", bytemuck::cast_slice(&x)).unwrap();
+    let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
+    let sb = gpu.storage("sel", bytemuck::cast_slice(&sel)).unwrap();
+    let swb = gpu.storage("sel_w", bytemuck::cast_slice(&sel_w)).unwrap();
     let mut worst = 0f64;
     for pipes in common::pipelines() {
-        let yb = gpu.storage("y", bytemuck::cast_slice(&y0));
+        let yb = gpu.storage("y", bytemuck::cast_slice(&y0)).unwrap();
         let bufs = MatvecBuffers {
             params: &pb,
             x: &xb,
@@ -547,10 +549,10 @@ fn embed_gathers_rows_of_every_format() {
         let toks: Vec<u32> = [3, 0, rows - 1, split, split - 1, 3]
             .map(|t| t as u32)
             .to_vec();
-        let tb = gpu.storage("tokens", bytemuck::cast_slice(&toks));
+        let tb = gpu.storage("tokens", bytemuck::cast_slice(&toks)).unwrap();
         for pipes in common::pipelines() {
             let poison = vec![f32::NAN; toks.len() * cols];
-            let xb = gpu.storage("x", bytemuck::cast_slice(&poison));
+            let xb = gpu.storage("x", bytemuck::cast_slice(&poison)).unwrap();
             let mut ds = ops::embed(gpu, pipes, &m, &tb, &xb).unwrap();
             for d in &mut ds {
                 d.workgroups[1] = toks.len() as u32;

@@ -120,8 +120,8 @@ fn dense_tiles(n_tok: usize) -> Tiles {
     let gpu = common::gpu();
     Tiles {
         mats: vec![0; n_tok],
-        tiles: gpu.storage("tiles", bytemuck::cast_slice(&tiles)),
-        order: gpu.storage("order", bytemuck::cast_slice(&ids)),
+        tiles: gpu.storage("tiles", bytemuck::cast_slice(&tiles)).unwrap(),
+        order: gpu.storage("order", bytemuck::cast_slice(&ids)).unwrap(),
         n_tiles: tiles.len() as u32,
     }
 }
@@ -181,8 +181,8 @@ fn check(
         _pad: [0; 3],
     };
     let pb = gpu.uniform("p", &params);
-    let xb = gpu.storage("x", bytemuck::cast_slice(x));
-    let yb = gpu.storage("y", bytemuck::cast_slice(y0));
+    let xb = gpu.storage("x", bytemuck::cast_slice(x)).unwrap();
+    let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
     let bufs = MatmulBuffers {
         params: &pb,
         x: &xb,
@@ -374,12 +374,16 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
             max_tiles,
         },
     );
-    let sb = gpu.storage("sel", bytemuck::cast_slice(sel));
-    let order = gpu.storage("order", bytemuck::cast_slice(&vec![u32::MAX; n_assign]));
-    let tiles = gpu.storage(
-        "tiles",
-        bytemuck::cast_slice(&vec![u32::MAX; 4 * max_tiles as usize]),
-    );
+    let sb = gpu.storage("sel", bytemuck::cast_slice(sel)).unwrap();
+    let order = gpu
+        .storage("order", bytemuck::cast_slice(&vec![u32::MAX; n_assign]))
+        .unwrap();
+    let tiles = gpu
+        .storage(
+            "tiles",
+            bytemuck::cast_slice(&vec![u32::MAX; 4 * max_tiles as usize]),
+        )
+        .unwrap();
     let d = Dispatch::new(
         gpu,
         pipes,
@@ -453,9 +457,9 @@ fn moe_sum(pipes: &Pipelines, n_used: usize, part: &[f32], sel_w: &[f32], y0: &[
             _pad: [0; 2],
         },
     );
-    let partb = gpu.storage("part", bytemuck::cast_slice(part));
-    let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w));
-    let yb = gpu.storage("y", bytemuck::cast_slice(y0));
+    let partb = gpu.storage("part", bytemuck::cast_slice(part)).unwrap();
+    let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w)).unwrap();
+    let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
     let wg = [(n as u32).div_ceil(256), n_tok as u32, 1];
     let d = Dispatch::new(
         gpu,

@@ -116,7 +116,7 @@ impl<'a> Uploader<'a> {
     }
 
     fn buffer(&mut self, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
-        let b = self.gpu.storage(label, bytes);
+        let b = self.gpu.storage(label, bytes)?;
         self.done += bytes.len() as u64;
         self.since_flush += bytes.len() as u64;
         if self.since_flush >= FLUSH_BYTES {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value};
 use glmw::gpu::{repack, Format};
 use glmw::quant::{self, GgmlType};
 use glmw::synth::Preset;
@@ -24,6 +25,44 @@ pub fn tiny_model() -> &'static PathBuf {
         glmw::synth::synth(&p, Preset::Tiny, 1, &mut |_, _| {}).expect("synth tiny");
         p
     })
+}
+
+/// The tiny model with every block dense (blk.0's FFN copied into blocks 1
+/// and 2, their experts dropped) and metadata `edit`.
+pub fn all_dense(edit: impl FnOnce(&mut Vec<(String, Value)>)) -> PathBuf {
+    let src = GgufFile::open(tiny_model()).unwrap();
+    let mut md = src.metadata().to_vec();
+    let lead = "deepseek2.leading_dense_block_count";
+    md.retain(|(k, _)| k != lead);
+    md.push((lead.into(), Value::U32(3)));
+    edit(&mut md);
+    let moe = ["_exps", "_shexp", "ffn_gate_inp", "exp_probs_b"];
+    let mut tensors: Vec<(TensorSpec, &[u8])> = Vec::new();
+    for t in src.tensors() {
+        if t.name.starts_with("blk.0.") || !moe.iter().any(|m| t.name.contains(m)) {
+            let spec = TensorSpec::new(t.name.clone(), &t.dims, t.ggml_type);
+            tensors.push((spec, src.tensor_data(t)));
+        }
+        if let Some(ffn) = t
+            .name
+            .strip_prefix("blk.0.ffn_")
+            .filter(|_| !t.name.contains("norm"))
+        {
+            for il in 1..3 {
+                let name = format!("blk.{il}.ffn_{ffn}");
+                let spec = TensorSpec::new(name, &t.dims, t.ggml_type);
+                tensors.push((spec, src.tensor_data(t)));
+            }
+        }
+    }
+    let path = temp_dir("dense").join("m.gguf");
+    let specs: Vec<TensorSpec> = tensors.iter().map(|t| t.0.clone()).collect();
+    let mut w = GgufWriter::create(&path, &md, &specs).unwrap();
+    for (_, data) in &tensors {
+        w.write_data(data).unwrap();
+    }
+    w.finish().unwrap();
+    path
 }
 
 /// The one GPU device shared by a test binary. No adapter is a failure that
@@ -84,7 +123,13 @@ pub fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
         Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
     };
     let gpu = gpu();
-    (deq, arrays.iter().map(|a| gpu.storage("w", a)).collect())
+    (
+        deq,
+        arrays
+            .iter()
+            .map(|a| gpu.storage("w", a).unwrap())
+            .collect(),
+    )
 }
 
 /// y as a kernel must leave it: `y0` with the oracle's outputs `out`
