@@ -332,3 +332,31 @@ fn chat_user_text_cannot_forge_turns() {
     let text = tok.decode(chat.history()).unwrap();
     assert!(text.contains(forged), "{text:?}");
 }
+
+/// A model file truncated while a GPU session runs: the weights, the token
+/// embedding included, were copied to the GPU at load, so the session never
+/// reads the mapped file again and cannot fault on it (it would end the
+/// process with SIGBUS, not a failed assertion).
+#[test]
+fn a_file_truncated_under_a_gpu_session_does_not_fault_it() {
+    common::gpu();
+    let dir = common::temp_dir("truncated-under-session");
+    let path = dir.join("tiny.gguf");
+    std::fs::copy(common::tiny_model(), &path).unwrap();
+    let opts = LoadOptions {
+        n_ctx: 64,
+        ubatch: 8,
+        ..Default::default()
+    };
+    let rt = Runtime::load(&path, opts, &mut |_, _| {}).unwrap();
+    let mut s = rt.session(SamplerOptions::default()).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    s.feed_text("In the beginning").unwrap();
+    let n = s.tokens(8).map(|t| t.unwrap()).count();
+    assert_eq!(n, 8);
+}
