@@ -121,7 +121,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         // + warm-up and profiled tokens
         "model" => (a.prompt_len + a.gen).max(max_depth + a.gen) + 8,
         "micro" => a.contexts.iter().copied().max().unwrap_or(1),
-        _ => (max_depth + 1).max(4096.min(c.n_ctx_train.max(1))),
+        _ => (max_depth + 1).max(glmw::session::default_n_ctx(c)),
     });
     let gpu_opts = a.device.gpu_only("bench")?;
     let gpu = Gpu::new(gpu_opts)?;
