@@ -194,7 +194,7 @@ pub fn build(
             )?,
         }
         b.matvec(
-            &lw.kv_a,
+            &lw.kv_a_mqa,
             Mv {
                 y: &ckv,
                 ..normed(&x)
@@ -260,13 +260,14 @@ pub fn build(
                 b.matvec(&d.down, down(true))?;
             }
             FfnWeights::Moe {
-                router,
-                bias,
-                experts,
+                gate_inp,
+                exp_probs_b,
+                gate_up_exps,
+                down_exps,
                 shared,
             } => {
                 b.matvec(
-                    router,
+                    gate_inp,
                     Mv {
                         norm: Some(&lw.ffn_norm),
                         ..Mv::plain(&x, &moe_logits)
@@ -280,7 +281,7 @@ pub fn build(
                         &x,
                         &lw.ffn_norm,
                         &moe_logits,
-                        bias.as_ref().unwrap_or(&zeros),
+                        exp_probs_b.as_ref().unwrap_or(&zeros),
                         &h2,
                         &sel,
                         &sel_w,
@@ -289,11 +290,11 @@ pub fn build(
                 )?;
                 let n_used = c.n_expert_used as u32;
                 b.matvec(
-                    &experts.gate_up,
+                    gate_up_exps,
                     gate_up(&h2, None, Some((&sel, &sel_w)), n_used, c.n_ff_exp as u32),
                 )?;
                 b.matvec(
-                    &experts.down,
+                    down_exps,
                     Mv {
                         mode: MatvecMode::WeightedSum,
                         sel: Some((&sel, &sel_w)),
