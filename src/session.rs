@@ -180,8 +180,9 @@ impl Perf {
     }
 }
 
-/// One generated token and the text it completes (empty while a UTF-8
-/// character is split across tokens).
+/// One generated token and the text it releases: empty while a UTF-8
+/// character is split across tokens, or while the text may still become a
+/// stop string (`Session::held_text`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Token {
     pub id: u32,
