@@ -148,7 +148,9 @@ fn oracle(
         c.rows
     };
     let row = |m: usize, r: usize| &deq[(m * mat_rows + r) * c.cols..][..c.cols];
-    let xn = c.norm.then(|| cpu::rms_norm(&x[..c.cols], g, EPS));
+    let xn = c
+        .norm
+        .then(|| cpu::rms_norm(&x[..c.cols], &g[..c.cols], EPS));
     let xin = |off: usize| -> &[f32] {
         match &xn {
             Some(v) => v,
@@ -186,7 +188,8 @@ fn oracle(
                         sel_w[k] as f64
                             * common::dot64(row(sel[k] as usize, r), xin(k * c.x_stride))
                     })
-                    .sum();
+                    .sum::<f64>()
+                    + g[c.y_off + r] as f64;
                 out.push((c.y_off + r, s));
             }
         }
@@ -214,7 +217,10 @@ fn check(c: &Case, seed: u64) -> f64 {
     // Small inputs under NORM, so that eps matters (mean x² ≈ eps).
     let x_std = if c.norm { 0.003 } else { 1.0 };
     let x = common::randn(x_len.next_multiple_of(4), x_std, seed + 1);
-    let g: Vec<f32> = common::randn(c.cols, 0.1, seed + 2)
+    // The norm weight, or (WeightedSum) the vector added to every output
+    // row: long enough for both.
+    let g_len = c.cols.max(c.y_off + c.rows).next_multiple_of(4);
+    let g: Vec<f32> = common::randn(g_len, 0.1, seed + 2)
         .iter()
         .map(|v| 1.0 + v)
         .collect();

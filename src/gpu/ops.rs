@@ -155,6 +155,12 @@ pub struct MatvecParams {
 }
 const _: () = assert!(std::mem::size_of::<MatvecParams>() % 16 == 0);
 
+/// Invocations per matvec workgroup (shaders/matvec.wgsl `WG`). 128 rather
+/// than 256 gives the small decode matrices (q_a: 768 rows, kv_a: 576) twice
+/// the workgroups, spread over more SMs: tg128 +2-3% on an H100
+/// (docs/perf-journal.md); 64 was slower at depth.
+pub const MATVEC_WG: u32 = 128;
+
 /// Invocations per row: enough to cover a row's units in one pass where
 /// rows are short (k_b's 6 units), 32 otherwise.
 pub fn matvec_tpr(units: u32) -> u32 {
@@ -205,7 +211,7 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
     ];
     let mut bufs = vec![b.params, b.x, b.g, b.y, b.sel, b.sel_w];
     bufs.extend(b.weights.iter());
-    let mut wg = grid(s.params.rows.div_ceil(256 / tpr));
+    let mut wg = grid(s.params.rows.div_ceil(MATVEC_WG / tpr));
     wg[2] = match s.mode {
         MatvecMode::WeightedSum => 1,
         _ => s.slots,
