@@ -177,7 +177,7 @@ fn an_all_dense_file_sizes_nothing_from_its_expert_keys() {
         set(md, &format!("{K}expert_shared_count"), Value::U32(64));
     });
     let opts = LoadOptions {
-        n_ctx: 64,
+        n_ctx: Some(64),
         ubatch: 64,
         ..Default::default()
     };
@@ -193,7 +193,7 @@ fn a_huge_context_is_an_error_not_a_wrapped_size() {
     common::gpu();
     for n_ctx in [288230376151711760usize, usize::MAX, 1 << 40] {
         let opts = LoadOptions {
-            n_ctx,
+            n_ctx: Some(n_ctx),
             ..Default::default()
         };
         let e = Runtime::load(common::tiny_model(), opts, &mut |_, _| {})
@@ -254,7 +254,7 @@ fn non_finite_logits_are_an_error_on_the_cpu() {
 fn non_finite_logits_are_an_error_on_the_gpu() {
     common::gpu();
     let opts = LoadOptions {
-        n_ctx: 32,
+        n_ctx: Some(32),
         ubatch: 4,
         ..Default::default()
     };
@@ -296,7 +296,7 @@ fn only_regular_files_are_opened_as_models() {
 fn tiny_runtime() -> Runtime {
     common::gpu();
     let opts = LoadOptions {
-        n_ctx: 64,
+        n_ctx: Some(64),
         ubatch: 8,
         ..Default::default()
     };
@@ -344,7 +344,7 @@ fn a_file_truncated_under_a_gpu_session_does_not_fault_it() {
     let path = dir.join("tiny.gguf");
     std::fs::copy(common::tiny_model(), &path).unwrap();
     let opts = LoadOptions {
-        n_ctx: 64,
+        n_ctx: Some(64),
         ubatch: 8,
         ..Default::default()
     };

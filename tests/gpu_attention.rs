@@ -35,10 +35,6 @@ const ROPE_BASE: f32 = 1_000_000.0;
 /// f16 NaN in both halves of a cache word.
 const NAN_PAIR: u32 = 0x7E00_7E00;
 
-fn read_u32(b: &wgpu::Buffer, n: usize) -> Vec<u32> {
-    bytemuck::pod_collect_to_vec(&common::gpu().read(b, 4 * n as u64).unwrap())
-}
-
 fn halves(words: &[u32]) -> Vec<f32> {
     words
         .iter()
@@ -103,7 +99,7 @@ fn kv_append_matches_reference() {
                 r.extend(pe);
                 want[pos] = Some(r);
             }
-            let words = read_u32(&cache, n_ctx * row / 2);
+            let words = common::read_u32(&cache, n_ctx * row / 2);
             for (pos, w) in want.iter().enumerate() {
                 let got = &words[pos * row / 2..(pos + 1) * row / 2];
                 let Some(w) = w else {
@@ -428,7 +424,7 @@ fn router_matches_reference() {
                 "{:?} router case {ci} ({ne} experts, top {k}, {:?})",
                 pipes.variant, c.gating
             );
-            let sel = read_u32(&sb, k + 1);
+            let sel = common::read_u32(&sb, k + 1);
             let sel: Vec<usize> = sel.iter().map(|&e| e as usize).collect();
             assert_eq!(sel[..k], sel_want[..], "{tag}: selected experts");
             assert_eq!(sel[k], 0xDEAD_BEEF, "{tag}: wrote past n_used");
@@ -537,7 +533,7 @@ fn topk_two_passes_match_sort() {
             let tag = format!("{:?} topk n={n} n_wg={n_wg} k={k}", pipes.variant);
             let got = |vb: &wgpu::Buffer, ib: &wgpu::Buffer, m: usize| -> Vec<(f32, u32)> {
                 let v = gpu.read_f32(vb, m + 1).unwrap();
-                let i = read_u32(ib, m + 1);
+                let i = common::read_u32(ib, m + 1);
                 assert!(
                     v[m].is_nan() && i[m] == 0xDEAD_BEEF,
                     "{tag}: wrote past its candidates"

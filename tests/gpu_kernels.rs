@@ -134,10 +134,6 @@ fn plain(fmt: Format, cols: usize, rows: usize) -> Case {
     }
 }
 
-fn dot64(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
-}
-
 /// y as the kernel must leave it, and which elements it writes.
 fn oracle(
     c: &Case,
@@ -170,7 +166,7 @@ fn oracle(
                 for r in 0..c.rows {
                     out.push((
                         c.y_off + z * c.y_stride + r,
-                        dot64(row(z, r), xin(z * c.x_stride)),
+                        common::dot64(row(z, r), xin(z * c.x_stride)),
                     ));
                 }
             }
@@ -178,8 +174,8 @@ fn oracle(
         MatvecMode::GateUp => {
             for (z, &e) in sel.iter().enumerate().take(c.slots) {
                 for r in 0..c.rows {
-                    let gate = dot64(row(e as usize, r), xin(0));
-                    let up = dot64(row(e as usize, c.rows + r), xin(0));
+                    let gate = common::dot64(row(e as usize, r), xin(0));
+                    let up = common::dot64(row(e as usize, c.rows + r), xin(0));
                     out.push((
                         z * c.y_stride + c.y_off + r,
                         gate / (1.0 + (-gate).exp()) * up,
@@ -190,7 +186,10 @@ fn oracle(
         MatvecMode::WeightedSum => {
             for r in 0..c.rows {
                 let s = (0..c.slots)
-                    .map(|k| sel_w[k] as f64 * dot64(row(sel[k] as usize, r), xin(k * c.x_stride)))
+                    .map(|k| {
+                        sel_w[k] as f64
+                            * common::dot64(row(sel[k] as usize, r), xin(k * c.x_stride))
+                    })
                     .sum::<f64>()
                     + g[c.y_off + r] as f64;
                 out.push((c.y_off + r, s));

@@ -149,19 +149,6 @@ impl<'a> Engine<'a> {
         Engine::open(model, gpu, &r, opts)
     }
 
-    /// A new session over the same weights: its own KV cache (`n_ctx`
-    /// tokens, empty) and plans. Sessions are independent; each costs its
-    /// cache and some scratch, not the weights again.
-    pub fn session(&self, n_ctx: usize) -> Result<Engine<'a>> {
-        let opts = EngineOptions {
-            n_ctx,
-            candidates: self.k,
-            ubatch: self.prefill.ubatch,
-            ..Default::default()
-        };
-        Engine::open(self.model, self.gpu, &self.resident, opts)
-    }
-
     /// An engine over weights already resident (`Resident::upload`) with
     /// `opts`' context, candidates and ubatch (its variant and binding cap
     /// are the resident's).

@@ -67,7 +67,6 @@ pub struct Caps {
     pub timestamps_in_passes: bool,
     pub max_storage_binding: u64,
     pub max_buffer: u64,
-    pub max_workgroup_storage: u32,
 }
 
 pub struct Gpu {
@@ -165,7 +164,6 @@ impl Gpu {
             timestamps_in_passes: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
             max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
-            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
         };
         let coop_matrix = if have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
             adapter

@@ -73,8 +73,6 @@ pub struct Config {
     pub rope_freq_base: f32,
     pub yarn: Option<Yarn>,
     pub rms_eps: f32,
-    /// Multi-token-prediction layers stored past `n_layer` (ignored).
-    pub n_nextn: usize,
 }
 
 impl Config {
@@ -245,7 +243,6 @@ impl Config {
             rms_eps: f
                 .get_f32(&k("attention.layer_norm_rms_epsilon"))?
                 .unwrap_or(1e-6),
-            n_nextn: opt("nextn_predict_layers", 0)?,
             arch,
         };
         // llama.cpp treats a stored scale of 0 as "do not scale".
@@ -292,7 +289,6 @@ impl Config {
                 MAX_SHARED_EXPERTS,
             ),
             ("expert_feed_forward_length", self.n_ff_exp, MAX_WIDTH),
-            ("nextn_predict_layers", self.n_nextn, MAX_LAYERS),
         ] {
             if v > max {
                 return bad(format!("{name} {v} must be in 0..={max}"));

@@ -12,6 +12,7 @@
 pub mod bytes;
 pub mod chat;
 mod pre;
+mod prefix;
 
 use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::sequence::Sequence;

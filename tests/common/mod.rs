@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value};
-use glmw::gpu::{repack, Format};
+use glmw::gpu::Format;
 use glmw::quant::{self, GgmlType};
 use glmw::synth::Preset;
 
@@ -93,6 +93,27 @@ pub fn pipelines() -> &'static [glmw::gpu::Pipelines] {
     })
 }
 
+/// The tiny synthetic model, opened once per test binary.
+pub fn tiny() -> &'static glmw::model::Model {
+    static M: OnceLock<glmw::model::Model> = OnceLock::new();
+    M.get_or_init(|| glmw::model::Model::open(tiny_model()).unwrap())
+}
+
+/// An engine over the tiny model with `opts`, on the shared device.
+pub fn tiny_engine(opts: glmw::engine::EngineOptions) -> glmw::engine::Engine<'static> {
+    glmw::engine::Engine::load(tiny(), gpu(), opts, &mut |_, _| {}).unwrap()
+}
+
+/// The dot product in f64, as the oracles sum.
+pub fn dot64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
+}
+
+/// The first `n` u32s of a GPU buffer.
+pub fn read_u32(buf: &wgpu::Buffer, n: usize) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&gpu().read(buf, 4 * n as u64).unwrap())
+}
+
 /// The GGUF type of a kernel weight format.
 pub fn ggml(fmt: Format) -> GgmlType {
     match fmt {
@@ -104,24 +125,13 @@ pub fn ggml(fmt: Format) -> GgmlType {
     }
 }
 
-/// Quantize `w` in `fmt`, upload it as the engine does (src/gpu/weights.rs), and
+/// Quantize `w` in `fmt`, upload it as the engine does (its own repack), and
 /// return the dequantized weights the GPU result is judged against.
 pub fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
     let mut blocks = Vec::new();
     quant::quantize_into(ggml(fmt), w, &mut blocks).unwrap();
     let deq = quant::dequantize_vec(ggml(fmt), &blocks, w.len()).unwrap();
-    let arrays = match fmt {
-        Format::Q4_0 => {
-            let (s, n) = repack::repack_q4_0(&blocks).unwrap();
-            vec![s, n]
-        }
-        Format::Q8_0 => {
-            let (s, q) = repack::repack_q8_0(&blocks).unwrap();
-            vec![s, q]
-        }
-        Format::F32 | Format::Q5K => vec![blocks],
-        Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
-    };
+    let arrays = glmw::gpu::weights::repack(fmt, &blocks).unwrap();
     let gpu = gpu();
     (
         deq,

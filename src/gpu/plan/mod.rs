@@ -196,7 +196,7 @@ pub fn build(
                     },
                 )?;
                 b.matvec(
-                    &lw.kv_a,
+                    &lw.kv_a_mqa,
                     Mv {
                         y: &ckv,
                         ..normed(&x)
@@ -220,7 +220,7 @@ pub fn build(
                     },
                 )?;
                 b.matvec(
-                    &lw.kv_a,
+                    &lw.kv_a_mqa,
                     Mv {
                         y: &ckv,
                         ..normed(&x)
@@ -291,9 +291,10 @@ pub fn build(
                 b.matvec(&d.down, down(true))?;
             }
             FfnWeights::Moe {
-                router,
-                bias,
-                experts,
+                gate_inp,
+                exp_probs_b,
+                gate_up_exps,
+                down_exps,
                 shared,
             } => {
                 // Three pairs run side by side: router logits and the shared
@@ -303,7 +304,7 @@ pub fn build(
                 let sh_act = scratch(&format!("ffn_shexp_act-{il}"), &[n_ff_sh.max(1)])?;
                 let sh_out = scratch(&format!("ffn_shexp_out-{il}"), &[c.n_embd])?;
                 b.matvec(
-                    router,
+                    gate_inp,
                     Mv {
                         norm: Some(&lw.ffn_norm),
                         ..Mv::plain(&x, &moe_logits)
@@ -323,7 +324,7 @@ pub fn build(
                         &x,
                         &lw.ffn_norm,
                         &moe_logits,
-                        bias.as_ref().unwrap_or(&zeros),
+                        exp_probs_b.as_ref().unwrap_or(&zeros),
                         &h2,
                         &sel,
                         &sel_w,
@@ -342,7 +343,7 @@ pub fn build(
                 match shared {
                     Some(sh) => {
                         b.matvec(
-                            &experts.gate_up,
+                            gate_up_exps,
                             Mv {
                                 ahead: Some(&sh_act),
                                 ..routed_gate_up
@@ -350,10 +351,10 @@ pub fn build(
                         )?;
                         b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))?;
                     }
-                    None => b.matvec(&experts.gate_up, routed_gate_up)?,
+                    None => b.matvec(gate_up_exps, routed_gate_up)?,
                 }
                 b.matvec(
-                    &experts.down,
+                    down_exps,
                     Mv {
                         mode: MatvecMode::WeightedSum,
                         sel: Some((&sel, &sel_w)),

@@ -409,7 +409,7 @@ pub fn build(
             }
             QWeights::Direct(wq) => b.matmul(wq, Mm::new(&xn, e, &q, c.n_head * n_qk))?,
         }
-        b.matmul(&lw.kv_a, Mm::new(&xn, e, &ckv, c.kv_row()))?;
+        b.matmul(&lw.kv_a_mqa, Mm::new(&xn, e, &ckv, c.kv_row()))?;
         b.push(
             name("kv_append"),
             Kernel::KvAppend,
@@ -470,12 +470,13 @@ pub fn build(
         match &lw.ffn {
             FfnWeights::Dense(d) => ffn(&mut b, d, c.n_ff)?,
             FfnWeights::Moe {
-                router,
-                bias,
-                experts,
+                gate_inp,
+                exp_probs_b,
+                gate_up_exps,
+                down_exps,
                 shared,
             } => {
-                b.matmul(router, Mm::new(&h2, e, &moe_logits, c.n_expert))?;
+                b.matmul(gate_inp, Mm::new(&h2, e, &moe_logits, c.n_expert))?;
                 b.push(
                     name("router"),
                     Kernel::Router,
@@ -484,7 +485,7 @@ pub fn build(
                         &x,
                         &lw.ffn_norm,
                         &moe_logits,
-                        bias.as_ref().unwrap_or(&zeros),
+                        exp_probs_b.as_ref().unwrap_or(&zeros),
                         &h_router,
                         &sel,
                         &sel_w,
@@ -499,7 +500,7 @@ pub fn build(
                 )?;
                 let n_ff = c.n_ff_exp;
                 b.matmul(
-                    &experts.gate_up,
+                    gate_up_exps,
                     Mm {
                         gate_up: true,
                         routed: true,
@@ -508,7 +509,7 @@ pub fn build(
                     },
                 )?;
                 b.matmul(
-                    &experts.down,
+                    down_exps,
                     Mm {
                         routed: true,
                         ..Mm::new(&act_r, n_ff, &part, e)
