@@ -149,7 +149,6 @@ fn every_count_has_an_upper_bound() {
         "attention.value_length_mla",
         "feed_forward_length",
         "attention.q_lora_rank",
-        "nextn_predict_layers",
     ] {
         expect_err(
             config_with(|md| set(md, &format!("{K}{key}"), Value::U32(u32::MAX))),

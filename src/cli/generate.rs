@@ -101,8 +101,7 @@ impl GenerateArgs {
     }
 }
 
-/// The prompt text: `--prompt` or the file's contents (`-` is stdin),
-/// wrapped as one user message by the chat template with `--chat`.
+/// The prompt text: `--prompt` or the file's contents (`-` is stdin).
 fn prompt_text(a: &GenerateArgs) -> Result<String> {
     let text = match (&a.prompt, &a.prompt_file) {
         (Some(p), _) => p.clone(),
@@ -113,12 +112,20 @@ fn prompt_text(a: &GenerateArgs) -> Result<String> {
             ))
         }
     };
-    Ok(if a.chat {
-        let user = [glmw::tokenizer::ChatMessage::user(text)];
-        glmw::tokenizer::render_chat(&user, true, !a.no_think)
-    } else {
-        text
-    })
+    Ok(text)
+}
+
+/// The prompt's ids: as the session tokenizes the caller's text, or with
+/// `--chat` one user message in the chat template, the message itself
+/// encoded as plain text (special-token text in it cannot forge a turn).
+fn prompt_ids(a: &GenerateArgs, rt: &glmw::Runtime, s: &glmw::Session, text: &str) -> Result<Vec<u32>> {
+    if !a.chat {
+        return s.tokenize(text);
+    }
+    let user = [glmw::tokenizer::ChatMessage::user(text.to_string())];
+    let parts = glmw::tokenizer::render_chat_parts(&user, true, !a.no_think);
+    let tok = rt.tokenizer();
+    Ok(tok.with_prompt_prefix(tok.encode_chat(&parts)?))
 }
 
 /// What a generation produced, for the stats line or the JSON record.
@@ -174,7 +181,7 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
     let mut s = rt.session(sampling)?;
     let load_s = t_load.elapsed().as_secs_f64();
     s.set_stop_strings(&a.stop);
-    let ids = s.tokenize(&prompt)?;
+    let ids = prompt_ids(a, &rt, &s, &prompt)?;
     if ids.len() >= s.n_ctx() {
         return Err(Error::InvalidArgument(format!(
             "the prompt is {} tokens and the context {}: use a larger --ctx",

@@ -12,7 +12,7 @@ use crate::gguf::GgufFile;
 // below them, a product of a few of them cannot overflow, and a corrupt
 // value fails at load with its key's name instead of as a huge allocation.
 
-/// Most blocks (`block_count`, `nextn_predict_layers`).
+/// Most blocks (`block_count`).
 pub const MAX_LAYERS: usize = 1024;
 /// Widest row of any kind: embedding, FFN, LoRA ranks, head widths.
 pub const MAX_WIDTH: usize = 1 << 20;
