@@ -174,49 +174,7 @@ impl Config {
             None => Gating::Softmax,
         };
 
-        let yarn = match f.get_str(&k("rope.scaling.type"))? {
-            None | Some("none") | Some("linear") => {
-                let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(0.0);
-                if factor != 0.0 && factor != 1.0 {
-                    return Err(Error::Unsupported(format!(
-                        "linear RoPE scaling with factor {factor}"
-                    )));
-                }
-                None
-            }
-            Some("yarn") => {
-                let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(1.0);
-                if !(factor >= 1.0 && factor.is_finite()) {
-                    return Err(Error::Model(format!(
-                        "rope.scaling.factor {factor} must be >= 1"
-                    )));
-                }
-                let n_ctx_orig = f
-                    .get_u32(&k("rope.scaling.original_context_length"))?
-                    .unwrap_or(0);
-                Some(Yarn {
-                    freq_scale: 1.0 / factor,
-                    // llama.cpp: 0 or missing means the training context.
-                    n_ctx_orig: match n_ctx_orig {
-                        0 => f.get_u32(&k("context_length"))?.unwrap_or(4096),
-                        n => n,
-                    },
-                    beta_fast: f
-                        .get_f32(&k("rope.scaling.yarn_beta_fast"))?
-                        .unwrap_or(32.0),
-                    beta_slow: f.get_f32(&k("rope.scaling.yarn_beta_slow"))?.unwrap_or(1.0),
-                    // A negative value is llama.cpp's "unset": full YaRN.
-                    ext_factor: f
-                        .get_f32(&k("rope.scaling.yarn_ext_factor"))?
-                        .map(|v| if v < 0.0 { 1.0 } else { v })
-                        .unwrap_or(1.0),
-                    log_mul: f
-                        .get_f32(&k("rope.scaling.yarn_log_multiplier"))?
-                        .unwrap_or(0.0),
-                })
-            }
-            Some(other) => return Err(Error::Unsupported(format!("RoPE scaling type {other:?}"))),
-        };
+        let yarn = yarn(f, &k)?;
 
         let mut c = Config {
             n_layer,
@@ -377,6 +335,54 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// YaRN RoPE scaling, when `rope.scaling.type` says so (`k` makes the
+/// architecture's key names).
+fn yarn(f: &GgufFile, k: &dyn Fn(&str) -> String) -> Result<Option<Yarn>> {
+    Ok(match f.get_str(&k("rope.scaling.type"))? {
+        None | Some("none") | Some("linear") => {
+            let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(0.0);
+            if factor != 0.0 && factor != 1.0 {
+                return Err(Error::Unsupported(format!(
+                    "linear RoPE scaling with factor {factor}"
+                )));
+            }
+            None
+        }
+        Some("yarn") => {
+            let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(1.0);
+            if !(factor >= 1.0 && factor.is_finite()) {
+                return Err(Error::Model(format!(
+                    "rope.scaling.factor {factor} must be >= 1"
+                )));
+            }
+            let n_ctx_orig = f
+                .get_u32(&k("rope.scaling.original_context_length"))?
+                .unwrap_or(0);
+            Some(Yarn {
+                freq_scale: 1.0 / factor,
+                // llama.cpp: 0 or missing means the training context.
+                n_ctx_orig: match n_ctx_orig {
+                    0 => f.get_u32(&k("context_length"))?.unwrap_or(4096),
+                    n => n,
+                },
+                beta_fast: f
+                    .get_f32(&k("rope.scaling.yarn_beta_fast"))?
+                    .unwrap_or(32.0),
+                beta_slow: f.get_f32(&k("rope.scaling.yarn_beta_slow"))?.unwrap_or(1.0),
+                // A negative value is llama.cpp's "unset": full YaRN.
+                ext_factor: f
+                    .get_f32(&k("rope.scaling.yarn_ext_factor"))?
+                    .map(|v| if v < 0.0 { 1.0 } else { v })
+                    .unwrap_or(1.0),
+                log_mul: f
+                    .get_f32(&k("rope.scaling.yarn_log_multiplier"))?
+                    .unwrap_or(0.0),
+            })
+        }
+        Some(other) => return Err(Error::Unsupported(format!("RoPE scaling type {other:?}"))),
+    })
 }
 
 fn bad<T>(m: String) -> Result<T> {
