@@ -189,8 +189,17 @@ pub struct MatvecBuffers<'a> {
     pub weights: &'a [wgpu::Buffer],
 }
 
+/// Invocations per row when the matvec merges attention splits: 64 rows per
+/// workgroup, so each head's splits (up to MAX_SPLITS × n_kv floats) are
+/// read by 4 workgroups of attn_v_b's 256 rows, not 16.
+const COMBINE_TPR: u32 = 4;
+
 pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
-    let tpr = matvec_tpr(s.params.units);
+    let tpr = if s.combine {
+        COMBINE_TPR
+    } else {
+        matvec_tpr(s.params.units)
+    };
     let mode = match s.mode {
         MatvecMode::Plain => 0.0,
         MatvecMode::GateUp => 1.0,
@@ -334,15 +343,30 @@ impl Step {
     }
 }
 
-/// Most attention splits per head (the partial buffers are sized for it).
-pub const MAX_SPLITS: u32 = 64;
+/// Most attention splits per token: one attention workgroup each (all heads
+/// of a block), so 16K positions fill ~128 SMs. The partial buffers are
+/// sized for it and attn_v_b's merge (matvec.wgsl COMBINE) holds at most
+/// 128 split weights.
+pub const MAX_SPLITS: u32 = 128;
+const _: () = assert!(MAX_SPLITS <= 128);
 
-/// Splits of `n_pos` positions: chunks of at least 32 positions, at most
+/// Positions per attention tile (shaders/attention.wgsl `TILE`).
+pub const ATTENTION_TILE: usize = 32;
+
+/// Heads per attention workgroup (shaders/attention.wgsl `HB`).
+pub const ATTENTION_HEADS: u32 = 20;
+
+/// Splits of `n_pos` positions: chunks of at least one tile, at most
 /// MAX_SPLITS of them, so short contexts launch few workgroups and long
-/// ones enough to fill the GPU while the combine stays short.
+/// ones enough to fill the GPU.
 pub fn attention_splits(n_pos: usize) -> u32 {
-    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(32);
+    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(ATTENTION_TILE);
     n_pos.div_ceil(chunk).max(1) as u32
+}
+
+/// Attention workgroups along y: blocks of ATTENTION_HEADS heads.
+pub fn attention_head_blocks(n_head: usize) -> u32 {
+    (n_head as u32).div_ceil(ATTENTION_HEADS)
 }
 
 #[repr(C)]

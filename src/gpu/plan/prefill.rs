@@ -414,7 +414,11 @@ pub fn build(
             name("attention"),
             Kernel::Attention,
             &[&attn_params, &steps, &q_abs, &q, &caches[il], &o, &ml],
-            [Dim::Fixed(1), Dim::Fixed(n_head), Dim::Tokens],
+            [
+                Dim::Fixed(1),
+                Dim::Fixed(ops::attention_head_blocks(c.n_head)),
+                Dim::Tokens,
+            ],
         )?;
         let n_v = c.n_embd_head_v;
         b.matmul(
