@@ -4,7 +4,7 @@
 // each cached row is read from memory once for all of them. Per tile of
 // TILE positions the heads are the rows of two small matrix products:
 //   S = Q · Cᵀ · scale   Q: the block's [q_abs ‖ rope(q_pe)], C: the tile's rows
-//   O += P · C[:, :n_kv] P = exp(S − m), m and l = Σ P kept per head (online softmax)
+//   O += P · C[:, :N_KV] P = exp(S − m), m and l = Σ P kept per head (online softmax)
 // Split s of token z covers positions [s·len, min((s+1)·len, n_pos)),
 // len = ceil(n_pos / n_split), both from z's step record. Each split is
 // written normalised, as o and (m + ln l, 1), so one split is already the
@@ -17,10 +17,10 @@
 // one split per token over its causal prefix.
 //
 // Bindings: 0 params (uniform), 1 steps (array<Step>: n_pos, n_split, rope
-// table), 2 q_abs (array<vec4<f32>>, tokens × n_head × n_kv/4), 3 q
+// table), 2 q_abs (array<vec4<f32>>, tokens × n_head × N_KV/4), 3 q
 // (array<f32>, tokens × n_head × (n_nope + n_rot), the q_b output: q_pe is
 // its tail, roped here), 4 cache (array<vec2<u32>>: f16 rows of
-// (n_kv + n_rot)/4 vec2s), 5 o (array<vec4<f32>>, n_kv/4 per slot),
+// (N_KV + n_rot)/4 vec2s), 5 o (array<vec4<f32>>, N_KV/4 per slot),
 // 6 ml (array<vec2<f32>>, one per slot); slot = (z·n_head + h)·split_stride + s.
 //
 // What each invocation owns in a tile:
@@ -43,8 +43,13 @@ const HB: u32 = 20u;
 // Finite "minus infinity": exp(NEG - m) underflows to 0 without NaNs.
 const NEG: f32 = -3.0e38;
 
+// The latent width (n_kv, a multiple of 64 up to 512), fixed per pipeline
+// so the score loop has a constant trip count (unrolled, its cache loads
+// issued together) and the heads' q_abs strides are constants.
+override N_KV: u32 = 512u;
+override KV4: u32 = N_KV / 4u;
+
 struct Params {
-    n_kv: u32,
     n_rot: u32,
     n_nope: u32,
     scale: f32,
@@ -53,6 +58,7 @@ struct Params {
     n_head: u32,
     _pad1: u32,
     _pad2: u32,
+    _pad3: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -109,9 +115,9 @@ fn f16x4(c: vec2<u32>) -> vec4<f32> {
 }
 
 // x · q_abs of four consecutive heads, the first at vec4 index i.
-fn qdot4(i: u32, kv4: u32, x: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(dot(q_abs[i], x), dot(q_abs[i + kv4], x), dot(q_abs[i + 2u * kv4], x),
-        dot(q_abs[i + 3u * kv4], x));
+fn qdot4(i: u32, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(q_abs[i], x), dot(q_abs[i + KV4], x), dot(q_abs[i + 2u * KV4], x),
+        dot(q_abs[i + 3u * KV4], x));
 }
 
 // x · roped q_pe of four consecutive heads, the first at qr index i.
@@ -138,35 +144,31 @@ fn rope_queries(z: u32, hb: u32, heads: u32, lid: u32) {
 }
 
 // Partial scores of the row at vec2 index `row` over its chunks j, j + J, …
-// (latent, then rope) for the block's heads; q_abs of head hb at qb.
+// (latent, then rope) for the block's heads; q_abs of head hb at qb. No
+// branches, so every cache load of the row can be in flight at once.
 fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
-    let kv4 = p.n_kv / 4u;
     var s = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    // Constant bounds (n_kv <= 512, n_rot <= 64) so the loops unroll; kv4
-    // is a multiple of J, so the break is uniform.
-    for (var i = 0u; i < 16u; i++) {
-        if J * i >= kv4 {
-            break;
-        }
+    for (var i = 0u; i < KV4 / J; i++) {
         let w = j + J * i;
         let x = f16x4(cache[row + w]);
         let qi = qb + w;
-        s.a += qdot4(qi, kv4, x);
-        s.b += qdot4(qi + 4u * kv4, kv4, x);
-        s.c += qdot4(qi + 8u * kv4, kv4, x);
-        s.d += qdot4(qi + 12u * kv4, kv4, x);
-        s.e += qdot4(qi + 16u * kv4, kv4, x);
+        s.a += qdot4(qi, x);
+        s.b += qdot4(qi + 4u * KV4, x);
+        s.c += qdot4(qi + 8u * KV4, x);
+        s.d += qdot4(qi + 12u * KV4, x);
+        s.e += qdot4(qi + 16u * KV4, x);
     }
+    // n_rot <= 64: at most two rope chunks each; a chunk past n_rot reloads
+    // the row's last one and counts zero.
+    let rot4 = p.n_rot / 4u;
     for (var i = 0u; i < 2u; i++) {
         let w = j + J * i;
-        if 4u * w < p.n_rot {
-            let x = f16x4(cache[row + kv4 + w]);
-            s.a += rdot4(w, x);
-            s.b += rdot4(w + 64u, x);
-            s.c += rdot4(w + 128u, x);
-            s.d += rdot4(w + 192u, x);
-            s.e += rdot4(w + 256u, x);
-        }
+        let x = select(vec4<f32>(0.0), f16x4(cache[row + KV4 + min(w, rot4 - 1u)]), w < rot4);
+        s.a += rdot4(w, x);
+        s.b += rdot4(w + 64u, x);
+        s.c += rdot4(w + 128u, x);
+        s.d += rdot4(w + 192u, x);
+        s.e += rdot4(w + 256u, x);
     }
     return s;
 }
@@ -230,7 +232,7 @@ fn add_position(acc: ptr<function, Acc>, x: vec4<f32>, pr: Part) {
 // Write head k's output (k relative to the block) if it exists.
 fn store(k: u32, hb: u32, slot0: u32, v: u32, val: vec4<f32>) {
     if hb + k < p.n_head {
-        o[(slot0 + k * p.split_stride) * (p.n_kv / 4u) + v] = val;
+        o[(slot0 + k * p.split_stride) * KV4 + v] = val;
     }
 }
 
@@ -258,9 +260,8 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     rope_queries(z, hb, heads, ids.lid);
     workgroupBarrier();
 
-    let kv4 = p.n_kv / 4u;
-    let row4 = kv4 + p.n_rot / 4u;
-    let qb = (z * p.n_head + hb) * kv4;
+    let row4 = KV4 + p.n_rot / 4u;
+    let qb = (z * p.n_head + hb) * KV4;
     let t = ids.lid / J;
     let j = ids.lid % J;
     let v = ids.lid % 128u;
@@ -293,7 +294,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
             softmax_tile(ids.lid, buf, n, &m, &l);
         }
         workgroupBarrier();
-        if v < kv4 {
+        if v < KV4 {
             scale_acc(&acc, part(CORR + buf * 5u, g));
             for (var i = 0u; i < n; i++) {
                 let x = f16x4(cache[(tb + i) * row4 + v]);
@@ -309,7 +310,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         }
     }
     workgroupBarrier();
-    if v < kv4 {
+    if v < KV4 {
         scale_acc(&acc, part(INV_L, g));
         let h = 8u * g;
         store(h, hb, slot0, v, acc.h0);

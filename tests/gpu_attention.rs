@@ -313,13 +313,12 @@ fn attention_and_combine_match_f64_softmax() {
             let ap = gpu.uniform(
                 "p",
                 &ops::AttentionParams {
-                    n_kv: s.n_kv as u32,
                     n_rot: s.n_rot as u32,
                     n_nope: s.n_nope as u32,
                     scale,
                     split_stride: stride,
                     n_head: s.n_head as u32,
-                    _pad: [0; 2],
+                    _pad: [0; 3],
                 },
             );
             let mv = combine_spec(s, stride);
@@ -333,14 +332,8 @@ fn attention_and_combine_match_f64_softmax() {
                     nan(s.n_head * s.n_kv + 2),
                 );
                 let grid = [stride, ops::attention_head_blocks(s.n_head), 1];
-                let d1 = Dispatch::new(
-                    gpu,
-                    pipes,
-                    Kernel::Attention,
-                    &[],
-                    &[&ap, &step, &qab, &qb, &cache, &o, &ml],
-                    grid,
-                );
+                let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
+                let d1 = ops::attention(gpu, pipes, s.n_kv, &bufs, grid);
                 let bufs = ops::MatvecBuffers {
                     params: &mvp,
                     x: &o,

@@ -94,7 +94,11 @@ pub const KERNELS: &[KernelDef] = &[
     KernelDef {
         name: "attention",
         parts: &["attention.wgsl", "step.wgsl"],
-        overrides: &[],
+        // every latent width plan::check accepts
+        overrides: &[(
+            "N_KV",
+            &[64.0, 128.0, 192.0, 256.0, 320.0, 384.0, 448.0, 512.0],
+        )],
     },
     KernelDef {
         name: "router",

@@ -378,32 +378,45 @@ pub struct KvAppendParams {
     pub _pad: u32,
 }
 
+/// Attention's params; the latent width is the pipeline's `N_KV` override
+/// (`attention`).
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttentionParams {
-    pub n_kv: u32,
     pub n_rot: u32,
     pub n_nope: u32,
     pub scale: f32,
     /// Split slots per head in the partial buffers (MAX_SPLITS).
     pub split_stride: u32,
     pub n_head: u32,
-    pub _pad: [u32; 2],
+    pub _pad: [u32; 3],
 }
 
 impl AttentionParams {
     /// `c`'s attention with `split_stride` split slots per head.
     pub fn new(c: &Config, split_stride: u32) -> AttentionParams {
         AttentionParams {
-            n_kv: c.n_lora_kv as u32,
             n_rot: c.n_embd_head_qk_rope as u32,
             n_nope: c.n_embd_head_qk_nope as u32,
             scale: c.kq_scale(),
             split_stride,
             n_head: c.n_head as u32,
-            _pad: [0; 2],
+            _pad: [0; 3],
         }
     }
+}
+
+/// An attention dispatch over latent rows `n_kv` wide (a multiple of 64 up
+/// to 512, as plan::check requires); `buffers` in binding order.
+pub fn attention(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    n_kv: usize,
+    buffers: &[&wgpu::Buffer],
+    workgroups: [u32; 3],
+) -> Result<Dispatch> {
+    let consts = [("N_KV", n_kv as f64)];
+    Dispatch::new(gpu, pipes, Kernel::Attention, &consts, buffers, workgroups)
 }
 
 impl KvAppendParams {

@@ -216,12 +216,12 @@ pub fn build(
                 ..Mv::plain(&q, &q_abs)
             },
         )?;
-        b.push(
-            format!("blk.{il}.attention"),
-            Kernel::Attention,
-            &[&attn_params, &step, &q_abs, &q, cache, &o_part, &ml],
-            [n_split, ops::attention_head_blocks(c.n_head), 1],
-        )?;
+        let attn = [&attn_params, &step, &q_abs, &q, cache, &o_part, &ml];
+        let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
+        b.out.push(
+            ops::attention(gpu, pipes, c.n_lora_kv, &attn, grid)?
+                .named(format!("blk.{il}.attention")),
+        );
         // v_b merges the attention splits of its head as it reads them.
         b.matvec(
             &lw.v_b,
