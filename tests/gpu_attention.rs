@@ -276,15 +276,7 @@ fn attention_and_combine_match_f64_softmax() {
         let row = s.row();
         let n_ctx = runs.iter().map(|r| r.0).max().unwrap() + 3;
         // The cache written directly: random f16 rows, then NaN past n_pos.
-        let vals: Vec<f16> = common::randn(n_ctx * row, 1.0, 50 + ci as u64)
-            .into_iter()
-            .map(f16::from_f32)
-            .collect();
-        let words: Vec<u32> = vals
-            .chunks(2)
-            .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
-            .collect();
-        let c: Vec<f32> = vals.iter().map(|v| v.to_f32()).collect();
+        let (words, c) = random_cache(s, n_ctx, n_ctx, 50 + ci as u64);
         let mut eye = vec![0f32; s.n_head * s.n_kv * s.n_kv];
         for h in 0..s.n_head {
             for j in 0..s.n_kv {
@@ -368,6 +360,115 @@ fn attention_and_combine_match_f64_softmax() {
         }
     }
     eprintln!("attention + combine: worst rel L2 per head {worst:.2e} (tolerance {ATTN_TOL:.0e})");
+}
+
+/// Random f16 cache rows for `s`, as GPU words and as the f32 values the
+/// oracle reads; NaN rows from `n_valid` on, so reads past a token's
+/// positions fail.
+fn random_cache(s: &Mla, n_valid: usize, n_ctx: usize, seed: u64) -> (Vec<u32>, Vec<f32>) {
+    let vals: Vec<f16> = common::randn(n_ctx * s.row(), 1.0, seed)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
+    let mut words: Vec<u32> = vals
+        .chunks(2)
+        .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
+        .collect();
+    words[n_valid * s.row() / 2..].fill(NAN_PAIR);
+    (words, vals.iter().map(|v| v.to_f32()).collect())
+}
+
+#[test]
+fn prefill_attention_one_split_per_token_matches_f64_softmax() {
+    let gpu = common::gpu();
+    // Tokens on z as the prefill plan runs them: each attends over its own
+    // prefix in one split, its q and outputs offset by whole rows. 24 heads
+    // make a second block whose missing heads read the next token's q.
+    let wide = Mla {
+        n_kv: 128,
+        n_rot: 32,
+        n_nope: 64,
+        n_head: 24,
+    };
+    let glm = Mla {
+        n_kv: 512,
+        n_rot: 64,
+        n_nope: 192,
+        n_head: 20,
+    };
+    let mut worst = 0f64;
+    for (ci, s) in [&glm, &wide].into_iter().enumerate() {
+        let n_pos = [33usize, 700, 1];
+        let n_tok = n_pos.len();
+        let (words, c) = random_cache(s, 700, 703, 70 + ci as u64);
+        let q_abs = common::randn(n_tok * s.n_head * s.n_kv, 1.0, 80 + ci as u64);
+        let q = common::randn(n_tok * s.n_head * s.n_qk(), 1.0, 90 + ci as u64);
+        let scale = 1.0 / (s.n_qk() as f32).sqrt();
+        let cs: Vec<_> = n_pos
+            .iter()
+            .map(|&n| cpu::rope_cos_sin(n - 1, s.n_rot, ROPE_BASE, None))
+            .collect();
+        let steps: Vec<Step> = n_pos
+            .iter()
+            .zip(&cs)
+            .map(|(&n, cs)| Step::new(n - 1, cs).one_split())
+            .collect();
+        let store = |v: &[u8]| gpu.storage("in", v);
+        let (cache, step, qab, qb) = (
+            store(bytemuck::cast_slice(&words)),
+            store(bytemuck::cast_slice(&steps)),
+            store(bytemuck::cast_slice(&q_abs)),
+            store(bytemuck::cast_slice(&q)),
+        );
+        let ap = gpu.uniform(
+            "p",
+            &ops::AttentionParams {
+                n_rot: s.n_rot as u32,
+                n_nope: s.n_nope as u32,
+                scale,
+                split_stride: 1,
+                n_head: s.n_head as u32,
+                _pad: [0; 3],
+            },
+        );
+        let heads = n_tok * s.n_head;
+        for pipes in common::pipelines() {
+            let nan = |n: usize| gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]));
+            let (o, ml) = (nan(heads * s.n_kv + 1), nan(heads * 2 + 1));
+            let grid = [1, ops::attention_head_blocks(s.n_head), n_tok as u32];
+            let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
+            ops::run(
+                gpu,
+                &[ops::attention(gpu, pipes, s.n_kv, &bufs, grid).unwrap()],
+            )
+            .unwrap();
+            let got = gpu.read_f32(&o, heads * s.n_kv + 1).unwrap();
+            let got_ml = gpu.read_f32(&ml, heads * 2 + 1).unwrap();
+            assert!(
+                got[heads * s.n_kv].is_nan() && got_ml[heads * 2].is_nan(),
+                "{:?}: wrote past the last token",
+                pipes.variant
+            );
+            for (z, &n) in n_pos.iter().enumerate() {
+                let zq = &q_abs[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
+                let zqp = &q[z * s.n_head * s.n_qk()..][..s.n_head * s.n_qk()];
+                let want = attention_f64(s, &c, n, zq, zqp, &cs[z], scale as f64);
+                let zo = &got[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
+                for h in 0..s.n_head {
+                    let e = cpu::rel_l2(&zo[h * s.n_kv..][..s.n_kv], &want[h * s.n_kv..][..s.n_kv]);
+                    worst = worst.max(e);
+                    let l = got_ml[2 * (z * s.n_head + h) + 1];
+                    assert!(
+                        e < ATTN_TOL && l == 1.0,
+                        "{:?} n_head {} token {z} (n_pos {n}) head {h}: rel L2 {e:.3e}, l {l}",
+                        pipes.variant,
+                        s.n_head
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("prefill attention: worst rel L2 per head {worst:.2e} (tolerance {ATTN_TOL:.0e})");
 }
 
 #[test]
