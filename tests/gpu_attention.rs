@@ -134,6 +134,27 @@ struct Mla {
     n_head: usize,
 }
 
+/// GLM-4.7-Flash (one block of 20 heads), the tiny model, and 24 heads (a
+/// full block and a part block).
+const GLM: Mla = Mla {
+    n_kv: 512,
+    n_rot: 64,
+    n_nope: 192,
+    n_head: 20,
+};
+const TINY: Mla = Mla {
+    n_kv: 64,
+    n_rot: 16,
+    n_nope: 32,
+    n_head: 4,
+};
+const WIDE: Mla = Mla {
+    n_kv: 128,
+    n_rot: 32,
+    n_nope: 64,
+    n_head: 24,
+};
+
 impl Mla {
     fn row(&self) -> usize {
         self.n_kv + self.n_rot
@@ -211,38 +232,18 @@ fn combine_spec(s: &Mla, n_slot: u32) -> ops::MatvecSpec {
 #[test]
 fn attention_and_combine_match_f64_softmax() {
     let gpu = common::gpu();
-    // (shape, [(n_pos, n_split, q std)]): GLM-4.7-Flash (one block of 20
-    // heads), the tiny model, and 24 heads (a full block and a part
-    // block); one position, splits that do not divide n_pos (some left
+    // (shape, [(n_pos, n_split, q std)]): one position, splits that do not divide n_pos (some left
     // empty), partial and many 32-position tiles per split, a peaked
     // softmax, long contexts with the decode's split counts
     // (ops::attention_splits: 22 at 700, 125 at 5000) and others, 128
     // leaving the last three empty.
-    let glm = Mla {
-        n_kv: 512,
-        n_rot: 64,
-        n_nope: 192,
-        n_head: 20,
-    };
-    let tiny = Mla {
-        n_kv: 64,
-        n_rot: 16,
-        n_nope: 32,
-        n_head: 4,
-    };
-    let wide = Mla {
-        n_kv: 128,
-        n_rot: 32,
-        n_nope: 64,
-        n_head: 24,
-    };
     assert_eq!(
         (ops::attention_splits(700), ops::attention_splits(5000)),
         (22, 125)
     );
     let cases = [
         (
-            &glm,
+            &GLM,
             vec![
                 (1usize, 1u32, 1.0f32),
                 (1, 4, 1.0),
@@ -259,7 +260,7 @@ fn attention_and_combine_match_f64_softmax() {
             ],
         ),
         (
-            &tiny,
+            &TINY,
             vec![
                 (1, 1, 1.0),
                 (5, 4, 1.0),
@@ -269,7 +270,7 @@ fn attention_and_combine_match_f64_softmax() {
                 (5000, 128, 1.0),
             ],
         ),
-        (&wide, vec![(1, 1, 1.0), (33, 2, 1.0), (700, 22, 1.0)]),
+        (&WIDE, vec![(1, 1, 1.0), (33, 2, 1.0), (700, 22, 1.0)]),
     ];
     let mut worst = 0f64;
     for (ci, (s, runs)) in cases.into_iter().enumerate() {
@@ -384,20 +385,8 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
     // Tokens on z as the prefill plan runs them: each attends over its own
     // prefix in one split, its q and outputs offset by whole rows. 24 heads
     // make a second block whose missing heads read the next token's q.
-    let wide = Mla {
-        n_kv: 128,
-        n_rot: 32,
-        n_nope: 64,
-        n_head: 24,
-    };
-    let glm = Mla {
-        n_kv: 512,
-        n_rot: 64,
-        n_nope: 192,
-        n_head: 20,
-    };
     let mut worst = 0f64;
-    for (ci, s) in [&glm, &wide].into_iter().enumerate() {
+    for (ci, s) in [&GLM, &WIDE].into_iter().enumerate() {
         let n_pos = [33usize, 700, 1];
         let n_tok = n_pos.len();
         let (words, c) = random_cache(s, 700, 703, 70 + ci as u64);
