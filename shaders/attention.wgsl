@@ -175,17 +175,19 @@ fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
 
 // Head h's softmax step over the tile's n scores in buffer `buf`: the
 // scores become exp(score − m_new), the rescale factor goes to sp at CORR.
+// The loops run over the whole tile (constant trip count, unrolled, loads
+// in flight together); slots t >= n hold stale values and count as NEG.
 fn softmax_tile(h: u32, buf: u32, n: u32, m: ptr<function, f32>, l: ptr<function, f32>) {
     let base = buf * TILE * 5u + h / 4u;
     let c = h % 4u;
     var mx = NEG;
-    for (var t = 0u; t < n; t++) {
-        mx = max(mx, sp[base + 5u * t][c]);
+    for (var t = 0u; t < TILE; t++) {
+        mx = max(mx, select(NEG, sp[base + 5u * t][c], t < n));
     }
     let m_new = max(*m, mx);
     var sum = 0.0;
-    for (var t = 0u; t < n; t++) {
-        let e = exp(sp[base + 5u * t][c] - m_new);
+    for (var t = 0u; t < TILE; t++) {
+        let e = exp(select(NEG, sp[base + 5u * t][c], t < n) - m_new);
         sp[base + 5u * t][c] = e;
         sum += e;
     }
@@ -279,15 +281,14 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         }
         sc = Heads(seg_sum4(sc.a, ids, J), seg_sum4(sc.b, ids, J), seg_sum4(sc.c, ids, J),
             seg_sum4(sc.d, ids, J), seg_sum4(sc.e, ids, J));
-        if j == 0u {
+        // Only positions t < n are read back.
+        if j == 0u && t < n {
             let i = buf * TILE * 5u + 5u * t;
-            let live = t < n;
-            let dead = vec4<f32>(NEG);
-            sp[i] = select(dead, sc.a * p.scale, live);
-            sp[i + 1u] = select(dead, sc.b * p.scale, live);
-            sp[i + 2u] = select(dead, sc.c * p.scale, live);
-            sp[i + 3u] = select(dead, sc.d * p.scale, live);
-            sp[i + 4u] = select(dead, sc.e * p.scale, live);
+            sp[i] = sc.a * p.scale;
+            sp[i + 1u] = sc.b * p.scale;
+            sp[i + 2u] = sc.c * p.scale;
+            sp[i + 3u] = sc.d * p.scale;
+            sp[i + 4u] = sc.e * p.scale;
         }
         workgroupBarrier();
         if ids.lid < HB {
