@@ -32,15 +32,28 @@ fn main() {
     for r in &m.rows {
         println!("  {:<22} {:>9.1} us", r.op, r.median_us);
     }
-    let b = bench::block(&mut e, None, 20, 3, 64).expect("block");
+    let b = bench::block(&mut e, None, 20, 3, 64, (16, 2)).expect("block");
     println!(
-        "block {}: median {:.1} us (IQR {:.1}); ffn {:.1} us",
-        b.layer, b.block.median, b.block.iqr, b.ffn.median
+        "block {}: median {:.1} us (IQR {:.1}); ffn {:.1} us; token predicted {:.0} us, measured {:.0} us",
+        b.layer,
+        b.block.median,
+        b.block.iqr,
+        b.ffn.median,
+        b.prediction.token_us,
+        b.measured.us_per_token()
     );
-    let r = bench::model(&mut e, 32, 32, &[128]).expect("model");
-    println!("model: pp32 {:.1} tok/s", r.pp_tok_s);
-    for d in &r.decode {
-        println!("  tg{} @ d{}: {:.1} tok/s", d.tokens, d.depth, d.tok_s);
+    let spec = bench::ModelSpec {
+        prompts: vec![32],
+        gens: vec![32],
+        depths: vec![0, 128],
+        reps: 2,
+        count: 20,
+        rounds: 2,
+    };
+    let r = bench::model(&mut e, &spec).expect("model");
+    for t in &r.tests {
+        let (m, sd) = t.ts();
+        println!("  {:<14} {m:>9.1} ± {sd:.1} t/s", t.name());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

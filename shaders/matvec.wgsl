@@ -6,10 +6,13 @@
 // x[4·xo .. 4·xo + 32] read through `xv`, and `unit_load(u)` (the unit
 // dequantized, for matmul.wgsl).
 //
-// Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (norm weight,
-// array<vec4<f32>>; only read when NORM), 3 y (array<f32>), 4 sel (selected
-// expert ids, array<u32>), 5 sel_w (their weights, array<f32>); both only
-// read when MODE > 0.
+// Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (array<vec4<f32>>:
+// the norm weight when NORM, the splits' (m, l) when COMBINE, the vector
+// MODE 2 adds; unread otherwise), 3 y (array<f32>), 4 sel (selected expert
+// ids, array<u32>), 5 sel_w (their weights, array<f32>); both only read when
+// MODE > 0. The host may bind a buffer that the next dispatch reads at an
+// unread slot, so that its write-to-read transition (a barrier in wgpu)
+// happens here, where a barrier is due anyway (src/gpu/plan/builder.rs).
 // Dispatch: (ceil(rows / (WG / TPR)) folded into x·y past 65535, 1, slots)
 // for MODE 0 and 1; z = 1 for MODE 2.
 // Each workgroup owns WG / TPR rows; TPR consecutive invocations share a row
@@ -19,8 +22,11 @@
 //   MODE 0: y[y_off + z·y_stride + r] = W_z[r] · x[z·x_stride ..]   (z = batch slot)
 //   MODE 1: W holds gate rows then up rows of each matrix (expert);
 //           y[z·y_stride + y_off + r] = silu(W_e[r]·x) · (W_e[rows + r]·x), e = sel[z]
-//   MODE 2: y[y_off + r] = Σ_k sel_w[k] · W_{sel[k]}[r] · x[k·x_stride ..]
-//   NORM:   x is replaced by RMSNorm(x) · g (each workgroup recomputes the norm)
+//   MODE 2: y[y_off + r] = Σ_k sel_w[k] · W_{sel[k]}[r] · x[k·x_stride ..] + g[y_off + r]
+//           (g: the shared expert's output, computed beside the routed
+//           gate+up, or zeros)
+//   NORM:   x is replaced by RMSNorm(x) · g (MODE 0 and 1; each row's
+//           invocations sum x² from the same loads as their dot products)
 //   ACCUM:  y += result instead of y = result (residual adds)
 //   COMBINE (MODE 0, attn_v_b): x is attention.wgsl's per-split partials
 //           (binding 1: slot z's n_slot splits, each units·8 vec4s) and
@@ -28,7 +34,8 @@
 //           splits (flash-decoding combine) into shared memory first
 //           (n_kv / 4 <= 128 vec4s, n_slot <= 128 splits).
 
-const WG: u32 = 256u;
+// ops::MATVEC_WG on the host.
+const WG: u32 = 128u;
 
 // A dequantized weight unit: weights 4i .. 4i + 4 in element i.
 alias Unit = array<vec4<f32>, 8>;
@@ -71,6 +78,13 @@ var<workgroup> xs: array<vec4<f32>, 128>;
 var<workgroup> split_w: array<f32, 128>;
 var<workgroup> merge_part: array<vec4<f32>, WG>;
 
+// NORM: Σx² of the x vec4s this invocation has read. The TPR invocations
+// of a row read every vec4 of x exactly once between them (each format's
+// unit_dot and gate_up_part call xv once per vec4), so their segment sum
+// is Σx² over the whole row: the norm needs no pass of its own before the
+// first weight load.
+var<private> ss: f32;
+
 // x as the format files read it: the norm weight is folded in here and the
 // 1/rms factor applied once to the row total.
 fn xv(i: u32) -> vec4<f32> {
@@ -78,7 +92,9 @@ fn xv(i: u32) -> vec4<f32> {
         return xs[i];
     }
     if NORM {
-        return x[i] * g[i];
+        let v = x[i];
+        ss += dot(v, v);
+        return v * g[i];
     }
     return x[i];
 }
@@ -171,6 +187,15 @@ fn merge_splits(h: u32, ids: Ids) {
     workgroupBarrier();
 }
 
+// 1/rms of x (NORM; every invocation gets its row segment's Σx²), else 1.
+// Call after the partial dots, from uniform control flow.
+fn norm_scale(ids: Ids) -> f32 {
+    if NORM {
+        return inverseSqrt(seg_sum(ss, ids, TPR) / f32(p.units * 32u) + p.eps);
+    }
+    return 1.0;
+}
+
 fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
@@ -181,17 +206,6 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let t = ids.lid % TPR;
     let z = wid.z;
     let live = r < p.rows;
-
-    var scale = 1.0;
-    if NORM {
-        let n4 = p.units * 8u;
-        var ss = 0.0;
-        for (var i = ids.lid; i < n4; i += WG) {
-            let v = x[i];
-            ss += dot(v, v);
-        }
-        scale = inverseSqrt(wg_sum(ss, ids) / f32(n4 * 4u) + p.eps);
-    }
 
     if COMBINE {
         merge_splits(z, ids);
@@ -204,13 +218,14 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         if live {
             a = row_part(z, r, select(z * p.x_stride, 0u, COMBINE), t);
         }
-        out = seg_sum(a, ids, TPR) * scale;
+        out = seg_sum(a, ids, TPR) * norm_scale(ids);
         idx = p.y_off + z * p.y_stride + r;
     } else if MODE == 1u {
         var a = vec2<f32>(0.0);
         if live {
             a = gate_up_part(sel[z], r, t);
         }
+        let scale = norm_scale(ids);
         let gate = seg_sum(a.x, ids, TPR) * scale;
         let up = seg_sum(a.y, ids, TPR) * scale;
         out = silu(gate) * up;
@@ -222,8 +237,8 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
                 a += sel_w[k] * row_part(sel[k], r, k * p.x_stride, t);
             }
         }
-        out = seg_sum(a, ids, TPR) * scale;
         idx = p.y_off + r;
+        out = seg_sum(a, ids, TPR) + g[idx / 4u][idx % 4u];
     }
     if t == 0u && live {
         if ACCUM {

@@ -1,10 +1,17 @@
 //! The benchmark ladder behind `glmw bench` and `cargo bench`
 //! (performance.md): micro (each decode kernel at the model's shapes),
-//! block (one transformer block replayed from the engine's own plan) and
-//! model (prefill, decode at several context depths, GPU time per kernel).
+//! block (one transformer block replayed inside one submission from the
+//! engine's own plan, predicting the token) and model (llama-bench's pp and
+//! tg tests at each depth, dispatches and barriers, GPU time per kernel).
 //! Everything here measures; nothing asserts a speed.
 
+pub mod block;
+pub mod model;
+
 use std::time::Instant;
+
+pub use block::{block, part_barriers, per_replay, predict, BlockReport, Prediction};
+pub use model::{mean_sd, model, ModelReport, ModelSpec, TestRun};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -58,116 +65,6 @@ pub struct OpTime {
     pub us: f64,
 }
 
-#[derive(Clone, Debug)]
-pub struct DecodeRun {
-    pub depth: usize,
-    pub tokens: usize,
-    pub tok_s: f64,
-}
-
-#[derive(Clone, Debug)]
-pub struct ModelReport {
-    pub prompt_tokens: usize,
-    /// Prompt tokens per second through the batched prefill.
-    pub pp_tok_s: f64,
-    /// Time to first token: the prompt plus choosing the first token.
-    pub ttft_ms: f64,
-    pub decode: Vec<DecodeRun>,
-    pub dispatches: usize,
-    /// GPU µs per token from timestamps (0 without them).
-    pub gpu_us: f64,
-    /// Wall µs of the profiled token.
-    pub wall_us: f64,
-    /// GPU time per op, largest first.
-    pub ops: Vec<OpTime>,
-    /// Tokens in the profiled prefill chunk (the prompt's first chunk).
-    pub prefill_chunk: usize,
-    pub prefill_dispatches: usize,
-    /// GPU µs of the profiled chunk (0 without timestamps).
-    pub prefill_gpu_us: f64,
-    /// The chunk's GPU time per op, largest first.
-    pub prefill_ops: Vec<OpTime>,
-}
-
-/// Prefill `prompt_len` tokens, decode `gen` greedily after it and at each
-/// of `depths` (jumped to; see `Engine::jump_to`), then profile one token.
-pub fn model(
-    e: &mut Engine,
-    prompt_len: usize,
-    gen: usize,
-    depths: &[usize],
-) -> Result<ModelReport> {
-    let n_vocab = e.model.config.n_vocab as u32;
-    let token = |i: usize| (i as u32 * 7919 + 13) % n_vocab;
-    e.set_candidates(1)?;
-    let prompt: Vec<u32> = (0..prompt_len).map(token).collect();
-    // Warm-up: first submissions pay for lazy driver work.
-    e.reset();
-    for i in 0..4 {
-        e.step(token(i))?;
-    }
-    e.reset();
-    e.prefill(&prompt[..prompt_len.min(e.ubatch())])?;
-    e.reset();
-    let t0 = Instant::now();
-    let next = e.prefill(&prompt)?[0].0;
-    let prompt_s = t0.elapsed().as_secs_f64();
-    let mut decode = Vec::new();
-    let mut run = |e: &mut Engine, depth: usize, mut next: u32| -> Result<()> {
-        let t = Instant::now();
-        for _ in 0..gen {
-            next = e.step(next)?[0].0;
-        }
-        decode.push(DecodeRun {
-            depth,
-            tokens: gen,
-            tok_s: gen as f64 / t.elapsed().as_secs_f64(),
-        });
-        Ok(())
-    };
-    if gen > 0 {
-        run(e, prompt_len, next)?;
-        for &d in depths {
-            if d + gen > e.n_ctx() {
-                return Err(Error::InvalidArgument(format!(
-                    "depth {d} + {gen} generated tokens exceeds the context {}: raise --ctx",
-                    e.n_ctx()
-                )));
-            }
-            e.reset();
-            e.jump_to(d)?;
-            run(e, d, token(d))?;
-        }
-    }
-    e.reset();
-    e.jump_to(prompt_len.min(e.n_ctx() - 1))?;
-    e.profile_token(token(0))?; // warm the timestamp path
-    e.jump_to(prompt_len.min(e.n_ctx() - 1))?;
-    let p = e.profile_token(token(0))?;
-    let ops = by_op(&p.dispatches);
-    // One prefill chunk with timestamps (after a warm-up run of it).
-    let chunk = &prompt[..prompt_len.min(e.ubatch())];
-    e.reset();
-    e.profile_prefill(chunk)?;
-    e.reset();
-    let pf = e.profile_prefill(chunk)?;
-    e.reset();
-    Ok(ModelReport {
-        prompt_tokens: prompt_len,
-        pp_tok_s: prompt_len as f64 / prompt_s.max(1e-9),
-        ttft_ms: prompt_s * 1e3,
-        decode,
-        dispatches: e.dispatches_per_token(),
-        gpu_us: p.gpu_ns / 1e3,
-        wall_us: p.wall_ns / 1e3,
-        ops,
-        prefill_chunk: chunk.len(),
-        prefill_dispatches: pf.len(),
-        prefill_gpu_us: pf.iter().map(|d| d.2).sum::<f64>() / 1e3,
-        prefill_ops: by_op(&pf),
-    })
-}
-
 /// GPU time per op (summed over layers), largest first.
 fn by_op(dispatches: &[(String, &'static str, f64)]) -> Vec<OpTime> {
     let mut ops: Vec<OpTime> = Vec::new();
@@ -187,87 +84,6 @@ fn by_op(dispatches: &[(String, &'static str, f64)]) -> Vec<OpTime> {
     }
     ops.sort_by(|a, b| b.us.total_cmp(&a.us));
     ops
-}
-
-#[derive(Clone, Debug)]
-pub struct BlockReport {
-    pub layer: usize,
-    pub moe: bool,
-    /// µs per block replay, all samples.
-    pub block: Stats,
-    /// Median of the per-round medians.
-    pub block_round_median: f64,
-    /// The feed-forward half alone.
-    pub ffn: Stats,
-    /// The dense block 0 (when the model has one and it is not `layer`).
-    pub dense: Option<Stats>,
-    pub dispatches: usize,
-}
-
-/// Replay block `layer` (default: the first MoE block) `count` times per
-/// round for `rounds` rounds, at context depth `depth`.
-pub fn block(
-    e: &mut Engine,
-    layer: Option<usize>,
-    count: usize,
-    rounds: usize,
-    depth: usize,
-) -> Result<BlockReport> {
-    let blocks = e.blocks().to_vec();
-    let b = match layer {
-        Some(l) => blocks.get(l).cloned().ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "--layer {l}: the model has {} blocks",
-                blocks.len()
-            ))
-        })?,
-        None => blocks
-            .iter()
-            .find(|b| b.moe)
-            .or(blocks.first())
-            .cloned()
-            .ok_or_else(|| Error::InvalidArgument("the model has no blocks".into()))?,
-    };
-    e.reset();
-    e.jump_to(depth)?;
-    let whole = b.attn.start..b.ffn.end;
-    e.time_range(whole.clone(), count.min(8))?; // warm-up
-    let mut all = Vec::new();
-    let mut round_medians = Vec::new();
-    for _ in 0..rounds {
-        let us: Vec<f64> = e
-            .time_range(whole.clone(), count)?
-            .iter()
-            .map(|ns| ns / 1e3)
-            .collect();
-        round_medians.push(stats(&us).median);
-        all.extend(us);
-    }
-    let ffn: Vec<f64> = e
-        .time_range(b.ffn.clone(), count * rounds)?
-        .iter()
-        .map(|ns| ns / 1e3)
-        .collect();
-    let dense = match blocks.iter().find(|d| !d.moe && d.layer != b.layer) {
-        Some(d) => {
-            let us: Vec<f64> = e
-                .time_range(d.attn.start..d.ffn.end, count * rounds)?
-                .iter()
-                .map(|ns| ns / 1e3)
-                .collect();
-            Some(stats(&us))
-        }
-        None => None,
-    };
-    Ok(BlockReport {
-        layer: b.layer,
-        moe: b.moe,
-        block: stats(&all),
-        block_round_median: stats(&round_medians).median,
-        ffn: stats(&ffn),
-        dense,
-        dispatches: whole.len(),
-    })
 }
 
 #[derive(Clone, Debug)]

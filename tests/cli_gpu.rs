@@ -168,6 +168,51 @@ fn bench_tiers_emit_their_fields() {
         "tier", "adapter", "backend", "driver", "kernels", "timing", "model", "config",
     ];
     let j = ok(&[
+        "bench", "--tier", "model", "-m", m, "-p", "8", "-n", "4", "-d", "0,32", "-r", "2",
+        "--count", "3", "--rounds", "2", "--json",
+    ]);
+    has_all(&j, &common_keys);
+    has_all(
+        &j,
+        &[
+            "tests",
+            "n_prompt",
+            "n_gen",
+            "n_depth",
+            "avg_ts",
+            "stddev_ts",
+            "samples_ts",
+            "prediction",
+            "token_us",
+            "measured_us",
+            "fills",
+            "ttft_ms",
+            "dispatches_per_token",
+            "barriers_per_token",
+            "buffer_transitions_per_token",
+            "prefill_dispatches",
+            "prefill_barriers",
+            "token_parts",
+            "gpu_us_per_token",
+            "ops",
+            "share",
+        ],
+    );
+    let at = |name: &str| {
+        j.find(&format!("\"name\":\"{name}\""))
+            .unwrap_or_else(|| panic!("no test {name}: {j}"))
+    };
+    assert!(
+        at("pp8") < at("tg4") && at("tg4") < at("pp8 @ d32") && at("pp8 @ d32") < at("tg4 @ d32")
+    );
+    let samples = j.split("\"samples_ts\":[").nth(1).unwrap();
+    assert_eq!(
+        samples.split(']').next().unwrap().matches(',').count(),
+        1,
+        "-r 2: {j}"
+    );
+    // today's flag names still work, and the text is llama-bench's table
+    let t = ok(&[
         "bench",
         "--tier",
         "model",
@@ -178,26 +223,23 @@ fn bench_tiers_emit_their_fields() {
         "--gen",
         "4",
         "--depth",
-        "32",
-        "--json",
+        "16",
+        "--repetitions",
+        "1",
+        "--count",
+        "2",
+        "--rounds",
+        "1",
     ]);
-    has_all(&j, &common_keys);
-    has_all(
-        &j,
-        &[
-            "pp_tok_s",
-            "ttft_ms",
-            "decode",
-            "tok_s",
-            "dispatches_per_token",
-            "gpu_us_per_token",
-            "ops",
-            "share",
-        ],
-    );
-    assert!(j.contains("\"name\":\"tg4 @ d32\""), "{j}");
+    let has_row = |name: &str| {
+        t.lines()
+            .any(|l| l.starts_with('|') && l.split('|').nth(1).map(str::trim) == Some(name))
+    };
+    assert!(has_row("pp8 @ d16") && has_row("tg4 @ d16"), "{t}");
+    assert!(t.contains("barriers/token"), "{t}");
     let j = ok(&[
-        "bench", "--tier", "block", "-m", m, "--count", "3", "--rounds", "2", "--json",
+        "bench", "--tier", "block", "-m", m, "--count", "3", "--rounds", "2", "-n", "4", "-d", "8",
+        "-r", "1", "-o", "json",
     ]);
     has_all(&j, &common_keys);
     has_all(
@@ -209,11 +251,19 @@ fn bench_tiers_emit_their_fields() {
             "p90_us",
             "iqr_us",
             "mad_us",
-            "block_round_median_us",
+            "replays",
             "ffn",
             "dense",
+            "head",
+            "measured",
+            "prediction",
+            "token_us",
+            "error",
+            "moe_sequence",
+            "token_parts",
         ],
     );
+    assert!(j.contains("\"name\":\"tg4 @ d8\""), "{j}");
     let j = ok(&[
         "bench",
         "--tier",

@@ -225,3 +225,46 @@ fn every_traced_intermediate_matches_reference_by_name() {
         }
     }
 }
+
+/// The engine's rotary table (`gpu::rope`, its own code) against the
+/// reference's, plain and with YaRN (GLM-4.7-Flash-like and extreme ramps),
+/// at positions up to 2^20.
+#[test]
+fn rope_table_matches_reference() {
+    use glmw::model::Yarn;
+    let yarns = [
+        None,
+        Some(Yarn {
+            freq_scale: 0.25,
+            n_ctx_orig: 4096,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            ext_factor: 1.0,
+            log_mul: 0.1,
+        }),
+        Some(Yarn {
+            freq_scale: 1.0 / 40.0,
+            n_ctx_orig: 512,
+            beta_fast: 8.0,
+            beta_slow: 4.0,
+            ext_factor: 0.5,
+            log_mul: 0.0,
+        }),
+    ];
+    for yarn in &yarns {
+        for (n_dims, base) in [(64, 1e6f32), (64, 10000.0), (128, 50000.0)] {
+            for pos in [0usize, 1, 7, 511, 4095, 16383, 1 << 20] {
+                let got = glmw::gpu::rope::cos_sin(pos, n_dims, base, yarn.as_ref());
+                let want = glmw::reference::ops::rope_cos_sin(pos, n_dims, base, yarn.as_ref());
+                assert_eq!(got.len(), want.len());
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    // f64 phases of up to ~1e6 radians: ~1e-10 apart.
+                    assert!(
+                        (g.0 - w.0).abs() < 1e-5 && (g.1 - w.1).abs() < 1e-5,
+                        "pos {pos} pair {i} ({n_dims} dims, base {base}, {yarn:?}): {g:?} vs {w:?}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -152,7 +152,9 @@ fn oracle(
         c.rows
     };
     let row = |m: usize, r: usize| &deq[(m * mat_rows + r) * c.cols..][..c.cols];
-    let xn = c.norm.then(|| cpu::rms_norm(&x[..c.cols], g, EPS));
+    let xn = c
+        .norm
+        .then(|| cpu::rms_norm(&x[..c.cols], &g[..c.cols], EPS));
     let xin = |off: usize| -> &[f32] {
         match &xn {
             Some(v) => v,
@@ -187,7 +189,8 @@ fn oracle(
             for r in 0..c.rows {
                 let s = (0..c.slots)
                     .map(|k| sel_w[k] as f64 * dot64(row(sel[k] as usize, r), xin(k * c.x_stride)))
-                    .sum();
+                    .sum::<f64>()
+                    + g[c.y_off + r] as f64;
                 out.push((c.y_off + r, s));
             }
         }
@@ -215,7 +218,10 @@ fn check(c: &Case, seed: u64) -> f64 {
     // Small inputs under NORM, so that eps matters (mean x² ≈ eps).
     let x_std = if c.norm { 0.003 } else { 1.0 };
     let x = common::randn(x_len.next_multiple_of(4), x_std, seed + 1);
-    let g: Vec<f32> = common::randn(c.cols, 0.1, seed + 2)
+    // The norm weight, or (WeightedSum) the vector added to every output
+    // row: long enough for both.
+    let g_len = c.cols.max(c.y_off + c.rows).next_multiple_of(4);
+    let g: Vec<f32> = common::randn(g_len, 0.1, seed + 2)
         .iter()
         .map(|v| 1.0 + v)
         .collect();
@@ -499,4 +505,69 @@ fn q8_0_repack_and_q6_k_pad_keep_every_byte() {
     assert_eq!(&p[210..212], &[0, 0]);
     assert_eq!(&p[212..422], &blocks[210..]);
     assert!(repack::pad_q6_k(&blocks[..209]).is_err());
+}
+
+/// The embedding gather (embed.wgsl) against the dequantized rows: every
+/// format, the matrix split in two parts as past a binding limit, tokens
+/// repeated and at both ends of each part, both variants. Only summation-free
+/// dequantization: equal up to f32 rounding of the scale products.
+#[test]
+fn embed_gathers_rows_of_every_format() {
+    use glmw::gpu::weights::{Matrix, Part};
+    let gpu = common::gpu();
+    let (cols, rows, split) = (512usize, 40usize, 23usize);
+    for (i, fmt) in [
+        Format::F32,
+        Format::Q4_0,
+        Format::Q8_0,
+        Format::Q5K,
+        Format::Q6K,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let w = common::randn(rows * cols, 0.5, 90 + i as u64);
+        let (deq0, b0) = common::upload(fmt, &w[..split * cols]);
+        let (deq1, b1) = common::upload(fmt, &w[split * cols..]);
+        let deq = [deq0, deq1].concat();
+        let part = |row0: usize, n: usize, buffers| Part {
+            row0: row0 as u32,
+            rows: n as u32,
+            buffers,
+        };
+        let m = Matrix {
+            name: "token_embd".into(),
+            format: fmt,
+            units: (cols / 32) as u32,
+            rows: rows as u32,
+            n_mat: 1,
+            gate_up: false,
+            parts: vec![part(0, split, b0), part(split, rows - split, b1)],
+        };
+        let toks: Vec<u32> = [3, 0, rows - 1, split, split - 1, 3]
+            .map(|t| t as u32)
+            .to_vec();
+        let tb = gpu.storage("tokens", bytemuck::cast_slice(&toks));
+        for pipes in common::pipelines() {
+            let poison = vec![f32::NAN; toks.len() * cols];
+            let xb = gpu.storage("x", bytemuck::cast_slice(&poison));
+            let mut ds = ops::embed(gpu, pipes, &m, &tb, &xb).unwrap();
+            for d in &mut ds {
+                d.workgroups[1] = toks.len() as u32;
+            }
+            ops::run(gpu, &ds).unwrap();
+            let x = gpu.read_f32(&xb, toks.len() * cols).unwrap();
+            for (j, &t) in toks.iter().enumerate() {
+                let want = &deq[t as usize * cols..][..cols];
+                let got = &x[j * cols..][..cols];
+                for (g, w) in got.iter().zip(want) {
+                    assert!(
+                        (g - w).abs() <= 1e-6 * (1.0 + w.abs()),
+                        "{fmt:?} {:?}: token {t}: {g} vs {w}",
+                        pipes.variant
+                    );
+                }
+            }
+        }
+    }
 }

@@ -69,7 +69,7 @@ pub struct DeviceArgs {
     pub no_subgroups: bool,
     /// Prompt tokens the GPU prefills at once (larger chunks read the
     /// weights fewer times; memory grows with it).
-    #[arg(long, default_value_t = glmw::engine::DEFAULT_UBATCH)]
+    #[arg(long, visible_alias = "ubatch-size", default_value_t = glmw::engine::DEFAULT_UBATCH)]
     pub ubatch: usize,
 }
 
@@ -266,9 +266,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Measure: each decode kernel (micro), one block replayed from the
-    /// engine's plan (block), or the whole model (model: prefill, decode at
-    /// context depths, GPU time per kernel).
+    /// Measure: each decode kernel (micro), one block replayed inside one
+    /// submission predicting the token (block), or the whole model as
+    /// llama-bench does (model: ppN and tgN at each depth, -r repetitions,
+    /// dispatches and barriers per token, GPU time per kernel).
     Bench(bench::BenchArgs),
     /// List the GPU adapters wgpu can see, and which one glmw would pick.
     Devices {

@@ -10,9 +10,9 @@ use crate::error::{Error, Result};
 use crate::gpu::plan::prefill::{self, Prefill};
 use crate::gpu::plan::{self, Plan, MAX_CANDIDATES};
 use crate::gpu::resident::ResidentWeights;
+use crate::gpu::rope;
 use crate::gpu::{ops, Gpu, Pipelines};
 use crate::model::Model;
-use crate::reference::ops as cpu;
 use std::sync::Arc;
 
 /// Typed engine options (the CLI's `--ctx`).
@@ -372,24 +372,13 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// The embedding rows of `tokens`, concatenated.
-    fn embeddings(&self, tokens: &[u32]) -> Result<Vec<f32>> {
-        let mut out = Vec::with_capacity(tokens.len() * self.model.config.n_embd);
-        for &t in tokens {
-            let row = cpu::row(&self.model.file, &self.model.weights.token_embd, t as usize)?;
-            out.extend_from_slice(&row);
-        }
-        Ok(out)
-    }
-
-    /// Check `token` and the position, then upload the embedding row and
-    /// the step record for the token at `pos`.
+    /// Check `token` and the position, then upload the token id (the plan
+    /// gathers its embedding) and the step record for the token at `pos`.
     fn prepare(&mut self, token: u32) -> Result<()> {
         self.check_tokens(&[token])?;
-        let emb = self.embeddings(&[token])?;
         self.gpu
             .queue
-            .write_buffer(&self.plan.io.x, 0, bytemuck::cast_slice(&emb));
+            .write_buffer(&self.plan.io.token, 0, bytemuck::bytes_of(&token));
         self.write_step(self.pos);
         Ok(())
     }
@@ -398,7 +387,7 @@ impl<'a> Engine<'a> {
     /// at `pos`.
     fn step_at(&self, pos: usize) -> ops::Step {
         let c = &self.model.config;
-        let cs = cpu::rope_cos_sin(
+        let cs = rope::cos_sin(
             pos,
             c.n_embd_head_qk_rope,
             c.rope_freq_base,
@@ -458,13 +447,12 @@ impl<'a> Engine<'a> {
         self.check_tokens(tokens)
     }
 
-    /// Upload a prefill chunk's embeddings, step records and tables.
+    /// Upload a prefill chunk's token ids, step records and tables.
     fn write_chunk(&self, chunk: &[u32]) -> Result<()> {
         let pf = &self.prefill;
-        let emb = self.embeddings(chunk)?;
         self.gpu
             .queue
-            .write_buffer(&pf.x, 0, bytemuck::cast_slice(&emb));
+            .write_buffer(&pf.tokens, 0, bytemuck::cast_slice(chunk));
         let steps: Vec<ops::Step> = (0..chunk.len())
             .map(|j| self.step_at(self.pos + j).one_split())
             .collect();

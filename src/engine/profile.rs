@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::Engine;
 use crate::error::{Error, Result};
+use crate::gpu::barriers::{self, Barriers};
 use crate::gpu::plan::BlockRange;
 use crate::gpu::profile::Timer;
 
@@ -60,6 +61,24 @@ impl<'a> Engine<'a> {
                 (op.to_string(), k, t)
             })
             .collect())
+    }
+
+    /// Dispatches and wgpu barriers of one decode token (the plan recorded
+    /// into one encoder).
+    pub fn decode_barriers(&self) -> Barriers {
+        barriers::count(&self.plan.dispatches)
+    }
+
+    /// The part of a token's barriers that falls in dispatches `range` (a
+    /// block: its first dispatch waits on the block before it).
+    pub fn decode_barriers_in(&self, range: std::ops::Range<usize>) -> Barriers {
+        let t = barriers::transitions(&self.plan.dispatches);
+        Barriers::of(t.get(range).unwrap_or_default())
+    }
+
+    /// Dispatches and wgpu barriers of one prefill chunk's pass.
+    pub fn prefill_barriers(&self) -> Barriers {
+        barriers::count(self.prefill.dispatch_list())
     }
 
     /// Whether GPU timestamps are available (else timing is wall clock).
@@ -130,6 +149,42 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Record dispatches `range` of the plan `reps` times back to back into
+    /// one pass of one submission, as consecutive blocks run inside a token,
+    /// at the current position (which does not advance). Total ns: GPU time
+    /// between a timestamp before and one after the replays, or without
+    /// timestamps the wall time of the submission (including its fixed
+    /// submit and wait cost).
+    pub fn time_replays(&mut self, range: std::ops::Range<usize>, reps: usize) -> Result<f64> {
+        if range.end > self.plan.dispatches.len() || range.is_empty() || reps == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{reps} replays of dispatches {range:?}: the plan has 0..{}",
+                self.plan.dispatches.len()
+            )));
+        }
+        self.write_step(self.pos.min(self.n_ctx - 1));
+        let seg = &self.plan.dispatches[range];
+        let mut record = |pass: &mut wgpu::ComputePass<'_>, _: usize| {
+            for _ in 0..reps {
+                for d in seg {
+                    d.record(pass);
+                }
+            }
+        };
+        if let Some(t) = &self.timer {
+            return Ok(t.time_with(self.gpu, 1, &mut record)?[0]);
+        }
+        let t0 = Instant::now();
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            record(&mut pass, 0);
+        }
+        self.gpu.queue.submit([enc.finish()]);
+        self.gpu.wait()?;
+        Ok(t0.elapsed().as_secs_f64() * 1e9)
+    }
+
     /// Run `token` block by block, reading the intermediates the plan can
     /// show after each half (`plan::Io::traced`), named as the reference's
     /// trace names them (`ffn_inp-3`, `l_out-3`, …), then the logits as
@@ -147,6 +202,9 @@ impl<'a> Engine<'a> {
             }
             Ok::<_, Error>(())
         };
+        // The embedding gather comes before the first block.
+        let embed = 0..blocks.first().map_or(0, |b| b.attn.start);
+        crate::gpu::ops::run(self.gpu, &self.plan.dispatches[embed])?;
         for b in &blocks {
             crate::gpu::ops::run(self.gpu, &self.plan.dispatches[b.attn.clone()])?;
             read(self, After::Attn, b.layer, &mut out)?;

@@ -27,6 +27,8 @@ pub enum Kernel {
     RmsNorm,
     Matvec(Format),
     Matmul(Format),
+    /// Token embedding gather (shaders/embed.wgsl).
+    Embed(Format),
     MoeGroup,
     MoeSum,
     KvAppend,
@@ -36,9 +38,10 @@ pub enum Kernel {
     ReadBandwidth,
 }
 
-/// How a binding is declared in the shader.
-#[derive(Clone, Copy)]
-enum Bind {
+/// How a binding is declared in the shader (and so the state wgpu tracks
+/// for the bound buffer: `gpu::barriers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bind {
     Uniform,
     Read,
     Write,
@@ -59,6 +62,11 @@ impl Kernel {
             Kernel::Matmul(Format::Q8_0) => "matmul_q8_0",
             Kernel::Matmul(Format::Q5K) => "matmul_q5_k",
             Kernel::Matmul(Format::Q6K) => "matmul_q6_k",
+            Kernel::Embed(Format::F32) => "embed_f32",
+            Kernel::Embed(Format::Q4_0) => "embed_q4_0",
+            Kernel::Embed(Format::Q8_0) => "embed_q8_0",
+            Kernel::Embed(Format::Q5K) => "embed_q5_k",
+            Kernel::Embed(Format::Q6K) => "embed_q6_k",
             Kernel::MoeGroup => "moe_group",
             Kernel::MoeSum => "moe_sum",
             Kernel::KvAppend => "kv_append",
@@ -77,7 +85,8 @@ impl Kernel {
             .expect("every Kernel is in the manifest")
     }
 
-    fn bindings(self) -> &'static [Bind] {
+    /// Each binding's declaration, in binding order.
+    pub fn bindings(self) -> &'static [Bind] {
         use Bind::{Read as R, Uniform as U, Write as W};
         match self {
             Kernel::RmsNorm => &[U, R, R, W],
@@ -86,6 +95,8 @@ impl Kernel {
             // binding 5 is unused: the format files bind 6 and 7
             Kernel::Matmul(Format::Q4_0 | Format::Q8_0) => &[U, R, W, R, R, R, R, R],
             Kernel::Matmul(Format::F32 | Format::Q5K | Format::Q6K) => &[U, R, W, R, R, R, R],
+            Kernel::Embed(Format::Q4_0 | Format::Q8_0) => &[U, R, W, R, R, R, R, R],
+            Kernel::Embed(Format::F32 | Format::Q5K | Format::Q6K) => &[U, R, W, R, R, R, R],
             Kernel::MoeGroup => &[U, R, W, W],
             Kernel::MoeSum => &[U, R, R, W],
             Kernel::KvAppend => &[U, R, R, R, W],
@@ -102,6 +113,7 @@ fn file(name: &str) -> &'static str {
         "rms_norm.wgsl" => include_str!("../../shaders/rms_norm.wgsl"),
         "matvec.wgsl" => include_str!("../../shaders/matvec.wgsl"),
         "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
+        "embed.wgsl" => include_str!("../../shaders/embed.wgsl"),
         "moe_group.wgsl" => include_str!("../../shaders/moe_group.wgsl"),
         "moe_sum.wgsl" => include_str!("../../shaders/moe_sum.wgsl"),
         "f32.wgsl" => include_str!("../../shaders/f32.wgsl"),
@@ -164,6 +176,11 @@ impl Pipelines {
             Kernel::Matmul(Format::Q8_0),
             Kernel::Matmul(Format::Q5K),
             Kernel::Matmul(Format::Q6K),
+            Kernel::Embed(Format::F32),
+            Kernel::Embed(Format::Q4_0),
+            Kernel::Embed(Format::Q8_0),
+            Kernel::Embed(Format::Q5K),
+            Kernel::Embed(Format::Q6K),
             Kernel::MoeGroup,
             Kernel::MoeSum,
             Kernel::KvAppend,

@@ -77,6 +77,31 @@ pub const KERNELS: &[KernelDef] = &[
         overrides: MATMUL_OVERRIDES,
     },
     KernelDef {
+        name: "embed_f32",
+        parts: &["embed.wgsl", "f32.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "embed_q4_0",
+        parts: &["embed.wgsl", "q4_0.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "embed_q8_0",
+        parts: &["embed.wgsl", "q8_0.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "embed_q5_k",
+        parts: &["embed.wgsl", "q5_k.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
+        name: "embed_q6_k",
+        parts: &["embed.wgsl", "q6_k.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
         name: "moe_group",
         parts: &["moe_group.wgsl"],
         overrides: &[],

@@ -2,6 +2,7 @@
 //! kernel set and its single variant selector, weight upload, the decode
 //! plan, and buffer helpers.
 
+pub mod barriers;
 mod buffers;
 pub mod context;
 pub mod kernels;
@@ -14,4 +15,5 @@ pub use kernels::{Format, Kernel, Pipelines};
 pub mod plan;
 pub mod profile;
 pub mod resident;
+pub mod rope;
 pub mod weights;

@@ -4,7 +4,7 @@
 //! replayed into a compute pass as often as needed.
 
 use super::context::Gpu;
-use super::kernels::{Consts, Format, Kernel, Pipelines};
+use super::kernels::{Bind, Consts, Format, Kernel, Pipelines};
 use crate::error::{Error, Result};
 use crate::model::{Config, Gating};
 
@@ -19,6 +19,9 @@ pub struct Dispatch {
     pub weight_bytes: u64,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
+    /// Each bound buffer with how the kernel declares it, in binding
+    /// order: what `gpu::barriers` counts wgpu's barriers from.
+    uses: Vec<(wgpu::Buffer, Bind)>,
     pub workgroups: [u32; 3],
 }
 
@@ -52,12 +55,18 @@ impl Dispatch {
             return Err(Error::Gpu(format!("binding buffers for {}: {e}", k.name())));
         }
         gpu.count_object();
+        let uses = buffers
+            .iter()
+            .zip(k.bindings())
+            .map(|(b, &a)| ((*b).clone(), a))
+            .collect();
         Ok(Dispatch {
             kernel: k,
             label: k.name().to_string(),
             weight_bytes: 0,
             pipeline,
             bind_group,
+            uses,
             workgroups,
         })
     }
@@ -78,6 +87,11 @@ impl Dispatch {
             Some(rest) => rest.split_once('.').map_or(rest, |(_, op)| op),
             None => &self.label,
         }
+    }
+
+    /// The bound buffers and their declared access, in binding order.
+    pub fn uses(&self) -> &[(wgpu::Buffer, Bind)] {
+        &self.uses
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
@@ -155,6 +169,12 @@ pub struct MatvecParams {
 }
 const _: () = assert!(std::mem::size_of::<MatvecParams>() % 16 == 0);
 
+/// Invocations per matvec workgroup (shaders/matvec.wgsl `WG`). 128 rather
+/// than 256 gives the small decode matrices (q_a: 768 rows, kv_a: 576) twice
+/// the workgroups, spread over more SMs: tg128 +2-3% on an H100
+/// (docs/perf-journal.md); 64 was slower at depth.
+pub const MATVEC_WG: u32 = 128;
+
 /// Invocations per row: enough to cover a row's units in one pass where
 /// rows are short (k_b's 6 units), 32 otherwise.
 pub fn matvec_tpr(units: u32) -> u32 {
@@ -214,12 +234,54 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
     ];
     let mut bufs = vec![b.params, b.x, b.g, b.y, b.sel, b.sel_w];
     bufs.extend(b.weights.iter());
-    let mut wg = grid(s.params.rows.div_ceil(256 / tpr));
+    let mut wg = grid(s.params.rows.div_ceil(MATVEC_WG / tpr));
     wg[2] = match s.mode {
         MatvecMode::WeightedSum => 1,
         _ => s.slots,
     };
     Dispatch::new(gpu, pipes, Kernel::Matvec(s.format), &consts, &bufs, wg)
+}
+
+// ---- embedding gather --------------------------------------------------
+
+/// Invocations per embed workgroup (shaders/embed.wgsl `WG`).
+pub const EMBED_WG: u32 = 64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct EmbedParams {
+    pub units: u32,
+    pub row0: u32,
+    pub rows: u32,
+    pub _pad: u32,
+}
+
+/// Gather the rows of `m` (token_embd) named by `tokens` into `x`: one
+/// dispatch per part of `m`, each for one token (the prefill scales y with
+/// its chunk).
+pub fn embed(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    m: &crate::gpu::weights::Matrix,
+    tokens: &wgpu::Buffer,
+    x: &wgpu::Buffer,
+) -> Result<Vec<Dispatch>> {
+    let mut out = Vec::new();
+    for part in &m.parts {
+        let p = EmbedParams {
+            units: m.units,
+            row0: part.row0,
+            rows: part.rows,
+            _pad: 0,
+        };
+        let pb = gpu.uniform("token_embd", &p);
+        let mut bufs = vec![&pb, tokens, x, tokens, tokens, tokens];
+        bufs.extend(part.buffers.iter());
+        let wg = [m.units.div_ceil(EMBED_WG), 1, 1];
+        let d = Dispatch::new(gpu, pipes, Kernel::Embed(m.format), &[], &bufs, wg)?;
+        out.push(d.named("token_embd"));
+    }
+    Ok(out)
 }
 
 // ---- prefill matmul and MoE grouping -----------------------------------

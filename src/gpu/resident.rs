@@ -1,6 +1,8 @@
 //! A model's weights resident on the GPU, in kernel layouts: uploaded once
 //! at load and shared by every plan (decode, prefill) of every session.
-//! Only the token embedding stays on the host (one row is read per token).
+//! The token embedding too (gathered by embed.wgsl): after the upload a
+//! GPU session reads nothing from the mapped file, so a file truncated or
+//! rewritten while it runs cannot fault it.
 
 use super::context::Gpu;
 use super::weights::{Matrix, Uploader};
@@ -48,6 +50,7 @@ pub struct LayerWeights {
 }
 
 pub struct ResidentWeights {
+    pub token_embd: Matrix,
     pub layers: Vec<LayerWeights>,
     pub output_norm: wgpu::Buffer,
     pub output: Matrix,
@@ -55,13 +58,12 @@ pub struct ResidentWeights {
 
 /// Weight bytes the upload moves (for the progress bar).
 pub fn upload_bytes(model: &Model) -> u64 {
-    let embd = model.weights.token_embd.n_bytes;
-    model.file.tensors().iter().map(|t| t.n_bytes).sum::<u64>() - embd
+    model.file.tensors().iter().map(|t| t.n_bytes).sum::<u64>()
 }
 
 impl ResidentWeights {
-    /// Upload every weight but the embedding; no buffer exceeds `limit`
-    /// bytes (larger matrices are split by rows).
+    /// Upload every weight; no buffer exceeds `limit` bytes (larger
+    /// matrices are split by rows).
     pub fn upload(
         gpu: &Gpu,
         model: &Model,
@@ -70,6 +72,7 @@ impl ResidentWeights {
     ) -> Result<ResidentWeights> {
         let w = &model.weights;
         let mut up = Uploader::new(gpu, &model.file, limit, upload_bytes(model), progress);
+        let token_embd = up.embedding(&w.token_embd)?;
         let mut layers = Vec::with_capacity(w.layers.len());
         for (il, lw) in w.layers.iter().enumerate() {
             let q = match &lw.q {
@@ -132,6 +135,7 @@ impl ResidentWeights {
             });
         }
         Ok(ResidentWeights {
+            token_embd,
             layers,
             output_norm: up.vector(&w.output_norm)?,
             output: up.matrix(&w.output)?,
@@ -140,7 +144,7 @@ impl ResidentWeights {
 
     /// Every matrix, for inspection (`Engine::matrices_split`).
     pub fn matrices(&self) -> Vec<&Matrix> {
-        let mut out = Vec::new();
+        let mut out = vec![&self.token_embd];
         for l in &self.layers {
             match &l.q {
                 QWeights::Lora { q_a, q_b, .. } => out.extend([q_a, q_b]),

@@ -11,7 +11,7 @@ use super::kernels::Format;
 use super::repack;
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::quant::GgmlType;
+use crate::quant::{self, GgmlType};
 
 /// Rows [row0, row0 + rows) of every matrix, in one set of buffers.
 pub struct Part {
@@ -130,8 +130,40 @@ impl<'a> Uploader<'a> {
 
     /// A vector (norm weight, bias, F32 router) as f32.
     pub fn vector(&mut self, t: &TensorInfo) -> Result<wgpu::Buffer> {
-        let v = crate::reference::ops::vector(self.file, t)?;
+        let v = quant::dequantize_vec(
+            t.ggml_type,
+            self.file.tensor_data(t),
+            t.n_elements() as usize,
+        )?;
         self.buffer(&t.name, bytemuck::cast_slice(&v))
+    }
+
+    /// The token embedding, gathered by embed.wgsl: in its own format
+    /// where the kernels read it, else dequantized to F32 here (4 bytes a
+    /// weight: a stopgap until every format has a kernel).
+    pub fn embedding(&mut self, t: &TensorInfo) -> Result<Matrix> {
+        if format_of(t).is_ok() {
+            return self.matrix(t);
+        }
+        log::info!(
+            "{} is {}: the GPU holds it as F32 ({} MiB)",
+            t.name,
+            t.ggml_type.name(),
+            (t.n_elements() * 4) >> 20
+        );
+        let f = quant::dequantize_vec(
+            t.ggml_type,
+            self.file.tensor_data(t),
+            t.n_elements() as usize,
+        )?;
+        let src = Rows {
+            data: bytemuck::cast_slice(&f),
+            row_bytes: t.ne(0) as usize * 4,
+            slice_rows: t.ne(1) as usize,
+            first: 0,
+        };
+        let rows = t.ne(1) as usize;
+        self.build(&t.name, Format::F32, t, &[src], rows, 1, false)
     }
 
     /// A matrix or stack of matrices (`t` with ne0 columns, ne1 rows, ne2

@@ -2,7 +2,7 @@
 //! says what one matvec reads and writes; `Builder::matvec` turns a matrix
 //! (one dispatch per part) and an `Mv` into dispatches with their params.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
@@ -31,6 +31,15 @@ pub(super) struct Mv<'a> {
     /// Merge attention splits into x first: (their (m, l) buffer, splits
     /// per head).
     pub(super) combine: Option<(&'a wgpu::Buffer, u32)>,
+    /// WeightedSum: the vector added to every output (the shared expert's
+    /// down, or zeros).
+    pub(super) add: Option<&'a wgpu::Buffer>,
+    /// A buffer a later dispatch reads, bound read-only at a slot this one
+    /// leaves unread: wgpu records a buffer's write-to-read barrier at the
+    /// first dispatch that binds it for reading, so binding it here, where a
+    /// barrier is due anyway, lets that later dispatch start without one
+    /// (and overlap its neighbour).
+    pub(super) ahead: Option<&'a wgpu::Buffer>,
 }
 
 impl<'a> Mv<'a> {
@@ -46,6 +55,8 @@ impl<'a> Mv<'a> {
             x_stride: 0,
             y_stride: 0,
             combine: None,
+            add: None,
+            ahead: None,
         }
     }
 }
@@ -65,6 +76,32 @@ impl Builder<'_> {
         let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, wg)?.named(label);
         self.out.push(d);
         Ok(())
+    }
+
+    /// The buffers at binding 2 (g) and 4, 5 (sel, sel_w) of a matvec,
+    /// with `v.ahead` in whichever of them `v` leaves unread.
+    fn read_slots<'b>(
+        &'b self,
+        v: &Mv<'b>,
+    ) -> Result<(&'b wgpu::Buffer, &'b wgpu::Buffer, &'b wgpu::Buffer)> {
+        let g = v.combine.map(|c| c.0).or(v.norm).or(v.add);
+        if (v.mode == MatvecMode::WeightedSum) != v.add.is_some() {
+            return Err(Error::Gpu(
+                "internal: a weighted-sum matvec, and only it, adds a vector".into(),
+            ));
+        }
+        let (sel, sel_w) = v.sel.unwrap_or((&self.zero_id, &self.dummy));
+        // sel_w is read only by the weighted sum (MODE 2).
+        Ok(match (v.ahead, g) {
+            (None, g) => (g.unwrap_or(&self.dummy), sel, sel_w),
+            (Some(a), None) => (a, sel, sel_w),
+            (Some(a), Some(g)) if v.mode != MatvecMode::WeightedSum => (g, sel, a),
+            (Some(_), Some(_)) => {
+                return Err(Error::Gpu(
+                    "internal: no unread slot to bind a buffer ahead in".into(),
+                ))
+            }
+        })
     }
 
     /// One dispatch per part of `m`.
@@ -91,11 +128,11 @@ impl Builder<'_> {
                 slots: v.slots,
             };
             let pb = self.uniform(&m.name, &params);
-            let (sel, sel_w) = v.sel.unwrap_or((&self.zero_id, &self.dummy));
+            let (g, sel, sel_w) = self.read_slots(&v)?;
             let bufs = MatvecBuffers {
                 params: &pb,
                 x: v.x,
-                g: v.combine.map(|c| c.0).or(v.norm).unwrap_or(&self.dummy),
+                g,
                 y: v.y,
                 sel,
                 sel_w,

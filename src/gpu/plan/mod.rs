@@ -3,14 +3,14 @@
 //! write the step uniform and the embedding row, record `dispatches` into
 //! one compute pass, submit, read back the top-k candidates (a few bytes).
 //!
-//! Per MoE block (14 dispatches): q_a, kv_a (attn_norm fused into both),
-//! q_b (q_a_norm fused), kv_append, k_b absorb, attention, v_b (merging
-//! the attention splits),
-//! attn_output (+ residual), router logits (matvec, ffn_norm fused), router
-//! selection (writes the normed h too),
-//! experts gate+up, experts down (+ weighted combine + residual), shared
-//! gate+up, shared down (+ residual). The output head adds rms_norm, the
-//! head matvec and two top-k passes.
+//! Per MoE block (14 dispatches, 10 barriers): q_a ∥ kv_a (attn_norm fused
+//! into both), q_b (q_a_norm fused) ∥ kv_append, k_b absorb, attention, v_b
+//! (merging the attention splits), attn_output (+ residual), router logits
+//! (ffn_norm fused) ∥ shared gate+up (ffn_norm fused), router selection
+//! (writes the normed h too), experts gate+up ∥ shared down, experts down
+//! (+ weighted combine + shared output + residual). `a ∥ b`: b follows a
+//! with no barrier between them, so the GPU overlaps them. The output head
+//! adds rms_norm, the head matvec and two top-k passes.
 
 mod builder;
 pub mod prefill;
@@ -28,6 +28,8 @@ pub const MAX_CANDIDATES: usize = 64;
 
 /// The plan's buffers that the engine reads or writes per token.
 pub struct Io {
+    /// The token to run (one u32); the plan gathers its embedding.
+    pub token: wgpu::Buffer,
     pub x: wgpu::Buffer,
     pub step: wgpu::Buffer,
     pub logits: wgpu::Buffer,
@@ -130,7 +132,6 @@ pub fn build(
     let x = scratch("x", c.n_embd);
     let qa = scratch("q_a", c.n_lora_q.max(1));
     let q = scratch("q", c.n_head * n_qk);
-    let ckv = scratch("kv_a", c.kv_row());
     let q_abs = scratch("q_abs", c.n_head * c.n_lora_kv);
     let o_part = scratch("o_part", c.n_head * n_split as usize * c.n_lora_kv);
     let ml = scratch("ml", c.n_head * n_split as usize * 2);
@@ -147,6 +148,7 @@ pub fn build(
     let logits = scratch("logits", c.n_vocab);
     let step = gpu.storage("step", bytemuck::bytes_of(&ops::Step::new(0, &[])));
     let zeros = scratch("zero_bias", c.n_expert.max(4));
+    let zero_x = scratch("zero_x", c.n_embd);
 
     let mut b = Builder {
         gpu,
@@ -160,15 +162,25 @@ pub fn build(
     let attn_params = b.uniform("attention", &ops::AttentionParams::new(c, n_split));
     let router_params = b.uniform("router", &ops::RouterParams::new(c));
     let n_head = c.n_head as u32;
+    let token = scratch("token", 1);
+    b.out
+        .extend(ops::embed(gpu, pipes, &w.token_embd, &token, &x)?);
     let mut blocks = Vec::new();
     for (il, lw) in w.layers.iter().enumerate() {
         let attn_start = b.out.len();
+        // Buffers written by a dispatch that runs beside its predecessor
+        // (no barrier between them) are this layer's own: a buffer's first
+        // use in the token's encoder needs no barrier, any later change of
+        // use does (docs/perf-journal.md, barriers).
+        let ckv = scratch(&format!("kv_a-{il}"), c.kv_row());
         // --- attention ---
         let normed = |x| Mv {
             norm: Some(&lw.attn_norm),
             ..Mv::plain(x, x)
         };
         match &lw.q {
+            // q_a and kv_a side by side; q_b and kv_append side by side
+            // (q_b binds kv_a's output ahead for kv_append).
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 b.matvec(
                     q_a,
@@ -178,28 +190,38 @@ pub fn build(
                     },
                 )?;
                 b.matvec(
+                    &lw.kv_a,
+                    Mv {
+                        y: &ckv,
+                        ..normed(&x)
+                    },
+                )?;
+                b.matvec(
                     q_b,
                     Mv {
                         norm: Some(q_a_norm),
+                        ahead: Some(&ckv),
                         ..Mv::plain(&qa, &q)
                     },
                 )?;
             }
-            QWeights::Direct(wq) => b.matvec(
-                wq,
-                Mv {
-                    y: &q,
-                    ..normed(&x)
-                },
-            )?,
+            QWeights::Direct(wq) => {
+                b.matvec(
+                    wq,
+                    Mv {
+                        y: &q,
+                        ..normed(&x)
+                    },
+                )?;
+                b.matvec(
+                    &lw.kv_a,
+                    Mv {
+                        y: &ckv,
+                        ..normed(&x)
+                    },
+                )?;
+            }
         }
-        b.matvec(
-            &lw.kv_a,
-            Mv {
-                y: &ckv,
-                ..normed(&x)
-            },
-        )?;
         let cache = &caches[il];
         b.push(
             format!("blk.{il}.kv_append"),
@@ -242,13 +264,13 @@ pub fn build(
 
         // --- feed-forward ---
         let ffn_start = b.out.len();
-        let gate_up = |x, norm, sel, slots, y_stride| Mv {
+        let gate_up = |x, norm, sel, slots, y_stride, y| Mv {
             mode: MatvecMode::GateUp,
             norm,
             sel,
             slots,
             y_stride,
-            ..Mv::plain(x, &act)
+            ..Mv::plain(x, y)
         };
         let down = |accum| Mv {
             accum,
@@ -256,7 +278,10 @@ pub fn build(
         };
         match &lw.ffn {
             FfnWeights::Dense(d) => {
-                b.matvec(&d.gate_up, gate_up(&x, Some(&lw.ffn_norm), None, 1, 0))?;
+                b.matvec(
+                    &d.gate_up,
+                    gate_up(&x, Some(&lw.ffn_norm), None, 1, 0, &act),
+                )?;
                 b.matvec(&d.down, down(true))?;
             }
             FfnWeights::Moe {
@@ -265,6 +290,15 @@ pub fn build(
                 experts,
                 shared,
             } => {
+                // Three pairs run side by side: router logits and the shared
+                // gate+up (both norm x themselves), the routed gate+up and
+                // the shared down (into its own buffer), then the routed
+                // down adds the shared output with the residual.
+                let sh_act = scratch(
+                    &format!("ffn_shexp_act-{il}"),
+                    c.n_ff_exp * c.n_expert_shared.max(1),
+                );
+                let sh_out = scratch(&format!("ffn_shexp_out-{il}"), c.n_embd);
                 b.matvec(
                     router,
                     Mv {
@@ -272,6 +306,12 @@ pub fn build(
                         ..Mv::plain(&x, &moe_logits)
                     },
                 )?;
+                if let Some(sh) = shared {
+                    b.matvec(
+                        &sh.gate_up,
+                        gate_up(&x, Some(&lw.ffn_norm), None, 1, 0, &sh_act),
+                    )?;
+                }
                 b.push(
                     format!("blk.{il}.router"),
                     Kernel::Router,
@@ -288,10 +328,27 @@ pub fn build(
                     [1, 1, 1],
                 )?;
                 let n_used = c.n_expert_used as u32;
-                b.matvec(
-                    &experts.gate_up,
-                    gate_up(&h2, None, Some((&sel, &sel_w)), n_used, c.n_ff_exp as u32),
-                )?;
+                let routed_gate_up = gate_up(
+                    &h2,
+                    None,
+                    Some((&sel, &sel_w)),
+                    n_used,
+                    c.n_ff_exp as u32,
+                    &act,
+                );
+                match shared {
+                    Some(sh) => {
+                        b.matvec(
+                            &experts.gate_up,
+                            Mv {
+                                ahead: Some(&sh_act),
+                                ..routed_gate_up
+                            },
+                        )?;
+                        b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))?;
+                    }
+                    None => b.matvec(&experts.gate_up, routed_gate_up)?,
+                }
                 b.matvec(
                     &experts.down,
                     Mv {
@@ -299,14 +356,10 @@ pub fn build(
                         sel: Some((&sel, &sel_w)),
                         slots: n_used,
                         x_stride: (c.n_ff_exp / 4) as u32,
+                        add: Some(if shared.is_some() { &sh_out } else { &zero_x }),
                         ..down(true)
                     },
                 )?;
-                if let Some(sh) = shared {
-                    // The shared expert reuses `act` after the routed down has read it.
-                    b.matvec(&sh.gate_up, gate_up(&h2, None, None, 1, 0))?;
-                    b.matvec(&sh.down, down(true))?;
-                }
             }
         }
         blocks.push(BlockRange {
@@ -392,6 +445,7 @@ pub fn build(
                 ("ffn_norm", After::MoeFfn, h2.clone(), c.n_embd),
                 ("l_out", After::Ffn, x.clone(), c.n_embd),
             ],
+            token,
             x,
             step,
             logits,

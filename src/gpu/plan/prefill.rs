@@ -44,7 +44,10 @@ pub struct Prefill {
     ops: Vec<Op>,
     n_used: u32,
     n_expert: u32,
-    /// The chunk's residual rows (the engine writes the embeddings here).
+    /// The chunk's token ids (the engine writes them; the plan gathers
+    /// their embeddings into `x`).
+    pub tokens: wgpu::Buffer,
+    /// The chunk's residual rows.
     pub x: wgpu::Buffer,
     /// One `ops::Step` per token of the chunk.
     pub steps: wgpu::Buffer,
@@ -177,6 +180,11 @@ impl Prefill {
     /// Dispatches per chunk.
     pub fn dispatches(&self) -> usize {
         self.ops.len()
+    }
+
+    /// The chunk's dispatches in recording order (for counting barriers).
+    pub fn dispatch_list(&self) -> impl Iterator<Item = &Dispatch> {
+        self.ops.iter().map(|op| &op.d)
     }
 }
 
@@ -370,6 +378,14 @@ pub fn build(
         routed_tiles: &routed_tiles,
         routed_order: &routed_order,
     };
+    let tokens = scratch("pf.tokens", u);
+    for d in ops::embed(gpu, pipes, &w.token_embd, &tokens, &x)? {
+        let per_token = Dim::Fixed(d.workgroups[0]);
+        b.ops.push(Op {
+            d,
+            grid: [per_token, Dim::Tokens, Dim::Fixed(1)],
+        });
+    }
     let rows = [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)];
     let n_head = c.n_head as u32;
     let e = c.n_embd;
@@ -524,6 +540,7 @@ pub fn build(
         ops: b.ops,
         n_used: n_used as u32,
         n_expert: c.n_expert.max(1) as u32,
+        tokens,
         x,
         steps,
         dense_tiles,
