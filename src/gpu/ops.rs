@@ -209,14 +209,15 @@ pub struct MatvecBuffers<'a> {
     pub weights: &'a [wgpu::Buffer],
 }
 
-/// Invocations per row when the matvec merges attention splits: 64 rows per
-/// workgroup, so each head's splits (up to MAX_SPLITS × n_kv floats) are
-/// read by 4 workgroups of attn_v_b's 256 rows, not 16.
-const COMBINE_TPR: u32 = 4;
+/// Rows per workgroup when the matvec merges attention splits: every
+/// workgroup reads all of its head's splits (up to MAX_SPLITS × n_kv
+/// floats, 256 KB for GLM-4.7-Flash), so attn_v_b's 256 rows per head go
+/// to 4 workgroups (TPR 2), not 32 (TPR 16).
+const COMBINE_ROWS: u32 = 64;
 
 pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
     let tpr = if s.combine {
-        COMBINE_TPR
+        MATVEC_WG / COMBINE_ROWS
     } else {
         matvec_tpr(s.params.units)
     };
