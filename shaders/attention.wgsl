@@ -1,36 +1,55 @@
-// MLA attention over the latent cache, absorbed form, split over the
-// sequence (flash-decoding). For head h and split s, positions
-// [s·len, min((s+1)·len, n_pos)) with len = ceil(n_pos / n_split), n_split
-// and n_pos from token z's step record (the host writes them per token;
-// workgroups with s >= n_split only mark their slot empty):
-//   score_t = (q_abs_h · c_t + rope(q_pe_h) · k_pe_t) · kq_scale
-//   m = max score, l = Σ exp(score − m), o = Σ exp(score − m) · c_t / l
-// written as o and (m + ln l, 1) so that one split is already the answer
-// (prefill) and the attn_v_b matvec can merge several (matvec.wgsl,
-// COMBINE). Token z's inputs and outputs are offset by z whole rows.
+// MLA attention over the latent cache, absorbed form, split over positions
+// (flash-decoding). One workgroup owns one split of one token's positions
+// for a block of HB = 20 heads (GLM-4.7-Flash's heads are one block), so
+// each cached row is read from memory once for all of them. Per tile of
+// TILE positions the heads are the rows of two small matrix products:
+//   S = Q · Cᵀ · scale   Q: the block's [q_abs ‖ rope(q_pe)], C: the tile's rows
+//   O += P · C[:, :N_KV] P = exp(S − m), m and l = Σ P kept per head (online softmax)
+// Split s of token z covers positions [s·len, min((s+1)·len, n_pos)),
+// len = ceil(n_pos / n_split), both from z's step record. Each split is
+// written normalised, as o and (m + ln l, 1), so one split is already the
+// answer (prefill) and attn_v_b's matvec (matvec.wgsl, COMBINE) merges
+// several. A split with no positions writes l = 0 and leaves o alone.
 //
-// Bindings: 0 params (uniform), 1 steps (array<Step>: n_pos, rope table),
-// 2 q_abs (array<f32>, tokens × n_head × n_kv), 3 q (array<f32>, tokens ×
-// n_head × (n_nope + n_rot), the q_b output: q_pe is its tail, roped here),
-// 4 cache (array<vec4<u32>>, f16, rows of (n_kv + n_rot) / 2 words, a
-// multiple of 4),
-// 5 o (array<vec2<f32>>, tokens × n_head × split_stride × n_kv / 2),
-// 6 ml (array<vec2<f32>>, tokens × n_head × split_stride).
-// Dispatch: (split_stride, n_head, tokens). Positions go TILE at a time: SEG =
-// WG / TILE invocations per position for the scores, then for the values
-// groups of n_kv / 8 invocations, each owning 8 latent dims (one 16-byte
-// load per position), take every n_groups-th position; the groups' sums are
-// added at the end. A split with no
-// positions (short contexts) writes l = 0 and leaves o alone.
+// Used by both plans: decode (gpu/plan/mod.rs) dispatches (MAX_SPLITS, head
+// blocks, 1), the splits past the token's n_split only marking their slots
+// empty; prefill (gpu/plan/prefill.rs) dispatches (1, head blocks, tokens),
+// one split per token over its causal prefix.
+//
+// Bindings: 0 params (uniform), 1 steps (array<Step>: n_pos, n_split, rope
+// table), 2 q_abs (array<vec4<f32>>, tokens × n_head × N_KV/4), 3 q
+// (array<f32>, tokens × n_head × (n_nope + n_rot), the q_b output: q_pe is
+// its tail, roped here), 4 cache (array<vec2<u32>>: f16 rows of
+// (N_KV + n_rot)/4 vec2s), 5 o (array<vec4<f32>>, N_KV/4 per slot),
+// 6 ml (array<vec2<f32>>, one per slot); slot = (z·n_head + h)·split_stride + s.
+//
+// What each invocation owns in a tile:
+//   scores:  position lid / 8 and its 4-dim chunks j, j + 8, … (j = lid % 8)
+//            for all 20 heads (5 vec4 accumulators), summed over j by seg_sum4;
+//   softmax: invocation h < 20 keeps head h's m and l, turns the tile's
+//            scores into probabilities and the rescale factor;
+//   values:  dims 4v .. 4v + 4 (v = lid % 128) of heads 8g .. 8g + 8 and
+//            16 + 2g, 17 + 2g (g = lid / 128): 10 vec4 accumulators.
+// The tile's scores, probabilities and rescale factors are double-buffered,
+// so a tile costs two barriers. Heads past n_head in the last block compute
+// on whatever q_abs follows (bounds-checked) and are never written.
 
 const WG: u32 = 256u;
 const TILE: u32 = 32u;
-const SEG: u32 = WG / TILE;
+// invocations per position in the scores
+const J: u32 = WG / TILE;
+// heads per workgroup, five vec4s
+const HB: u32 = 20u;
 // Finite "minus infinity": exp(NEG - m) underflows to 0 without NaNs.
 const NEG: f32 = -3.0e38;
 
+// The latent width (n_kv, a multiple of 64 up to 512), fixed per pipeline
+// so the score loop has a constant trip count (unrolled, its cache loads
+// issued together) and the heads' q_abs strides are constants.
+override N_KV: u32 = 512u;
+override KV4: u32 = N_KV / 4u;
+
 struct Params {
-    n_kv: u32,
     n_rot: u32,
     n_nope: u32,
     scale: f32,
@@ -39,140 +58,271 @@ struct Params {
     n_head: u32,
     _pad1: u32,
     _pad2: u32,
+    _pad3: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> steps: array<Step>;
-@group(0) @binding(2) var<storage, read> q_abs: array<f32>;
+@group(0) @binding(2) var<storage, read> q_abs: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> q: array<f32>;
-@group(0) @binding(4) var<storage, read> cache: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read_write> o: array<vec2<f32>>;
+@group(0) @binding(4) var<storage, read> cache: array<vec2<u32>>;
+@group(0) @binding(5) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
-// The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache words.
-var<workgroup> qs: array<vec2<f32>, 320>;
-var<workgroup> probs: array<f32, TILE>;
-// Value partials of every invocation (two vec4 each), summed over groups.
-var<workgroup> partial: array<vec4<f32>, 2u * WG>;
+// Roped q_pe of the block's heads: head k's dims 4w .. 4w + 4 at 16k + w
+// (n_rot <= 64).
+var<workgroup> qr: array<vec4<f32>, 320>;
+// Per-head values, [head / 4] rows of 5 vec4s: the tile's scores, then
+// probabilities ([buffer][position], from 0), the rescale of each head's
+// running sums ([buffer], from CORR) and finally 1 / l (at INV_L).
+var<workgroup> sp: array<vec4<f32>, 335>;
+const CORR: u32 = 2u * TILE * 5u;
+const INV_L: u32 = CORR + 10u;
+
+// Per-head vec4s of the 20 heads (scores: one value per head).
+struct Heads {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+    e: vec4<f32>,
+}
+
+// One value invocation's share of a per-head row: heads 8g .. 8g + 8 in a
+// and b, heads 16 + 2g and 17 + 2g in e.
+struct Part {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    e: vec2<f32>,
+}
+
+// One value invocation's accumulators, its heads in Part's order.
+struct Acc {
+    h0: vec4<f32>,
+    h1: vec4<f32>,
+    h2: vec4<f32>,
+    h3: vec4<f32>,
+    h4: vec4<f32>,
+    h5: vec4<f32>,
+    h6: vec4<f32>,
+    h7: vec4<f32>,
+    h8: vec4<f32>,
+    h9: vec4<f32>,
+}
+
+fn f16x4(c: vec2<u32>) -> vec4<f32> {
+    return vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y));
+}
+
+// x · q_abs of four consecutive heads, the first at vec4 index i.
+fn qdot4(i: u32, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(q_abs[i], x), dot(q_abs[i + KV4], x), dot(q_abs[i + 2u * KV4], x),
+        dot(q_abs[i + 3u * KV4], x));
+}
+
+// x · roped q_pe of four consecutive heads, the first at qr index i.
+fn rdot4(i: u32, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(qr[i], x), dot(qr[i + 16u], x), dot(qr[i + 32u], x), dot(qr[i + 48u], x));
+}
+
+// Roped q_pe of the block's heads into qr (zeros past n_head and n_rot).
+fn rope_queries(z: u32, hb: u32, heads: u32, lid: u32) {
+    let n_qk = p.n_nope + p.n_rot;
+    for (var i = lid; i < HB * 16u; i += WG) {
+        let k = i / 16u;
+        let w = i % 16u;
+        var r = vec4<f32>(0.0);
+        if k < heads && 4u * w < p.n_rot {
+            let b = (z * p.n_head + hb + k) * n_qk + p.n_nope + 4u * w;
+            let c0 = steps[z].rope[2u * w].xy;
+            let c1 = steps[z].rope[2u * w + 1u].xy;
+            r = vec4<f32>(q[b] * c0.x - q[b + 1u] * c0.y, q[b] * c0.y + q[b + 1u] * c0.x,
+                q[b + 2u] * c1.x - q[b + 3u] * c1.y, q[b + 2u] * c1.y + q[b + 3u] * c1.x);
+        }
+        qr[i] = r;
+    }
+}
+
+// Partial scores of the row at vec2 index `row` over its chunks j, j + J, …
+// (latent, then rope) for the block's heads; q_abs of head hb at qb. No
+// branches, so every cache load of the row can be in flight at once.
+fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
+    var s = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var i = 0u; i < KV4 / J; i++) {
+        let w = j + J * i;
+        let x = f16x4(cache[row + w]);
+        let qi = qb + w;
+        s.a += qdot4(qi, x);
+        s.b += qdot4(qi + 4u * KV4, x);
+        s.c += qdot4(qi + 8u * KV4, x);
+        s.d += qdot4(qi + 12u * KV4, x);
+        s.e += qdot4(qi + 16u * KV4, x);
+    }
+    // n_rot <= 64: at most two rope chunks each; a chunk past n_rot reloads
+    // the row's last one and counts zero.
+    let rot4 = p.n_rot / 4u;
+    for (var i = 0u; i < 2u; i++) {
+        let w = j + J * i;
+        let x = select(vec4<f32>(0.0), f16x4(cache[row + KV4 + min(w, rot4 - 1u)]), w < rot4);
+        s.a += rdot4(w, x);
+        s.b += rdot4(w + 64u, x);
+        s.c += rdot4(w + 128u, x);
+        s.d += rdot4(w + 192u, x);
+        s.e += rdot4(w + 256u, x);
+    }
+    return s;
+}
+
+// Head h's softmax step over the tile's n scores in buffer `buf`: the
+// scores become exp(score − m_new), the rescale factor goes to sp at CORR.
+// The loops run over the whole tile (constant trip count, unrolled, loads
+// in flight together); slots t >= n hold stale values and count as NEG.
+fn softmax_tile(h: u32, buf: u32, n: u32, m: ptr<function, f32>, l: ptr<function, f32>) {
+    let base = buf * TILE * 5u + h / 4u;
+    let c = h % 4u;
+    var mx = NEG;
+    for (var t = 0u; t < TILE; t++) {
+        mx = max(mx, select(NEG, sp[base + 5u * t][c], t < n));
+    }
+    let m_new = max(*m, mx);
+    var sum = 0.0;
+    for (var t = 0u; t < TILE; t++) {
+        let e = exp(select(NEG, sp[base + 5u * t][c], t < n) - m_new);
+        sp[base + 5u * t][c] = e;
+        sum += e;
+    }
+    let f = exp(*m - m_new);
+    sp[CORR + buf * 5u + h / 4u][c] = f;
+    *l = *l * f + sum;
+    *m = m_new;
+}
+
+// Group g's share of the per-head row of sp at i.
+fn part(i: u32, g: u32) -> Part {
+    let e = sp[i + 4u];
+    return Part(sp[i + 2u * g], sp[i + 2u * g + 1u], select(e.zw, e.xy, g == 0u));
+}
+
+// Each head's accumulator times its factor in f.
+fn scale_acc(acc: ptr<function, Acc>, f: Part) {
+    (*acc).h0 *= f.a.x;
+    (*acc).h1 *= f.a.y;
+    (*acc).h2 *= f.a.z;
+    (*acc).h3 *= f.a.w;
+    (*acc).h4 *= f.b.x;
+    (*acc).h5 *= f.b.y;
+    (*acc).h6 *= f.b.z;
+    (*acc).h7 *= f.b.w;
+    (*acc).h8 *= f.e.x;
+    (*acc).h9 *= f.e.y;
+}
+
+// acc += P · x for one position, its probabilities in pr.
+fn add_position(acc: ptr<function, Acc>, x: vec4<f32>, pr: Part) {
+    (*acc).h0 += pr.a.x * x;
+    (*acc).h1 += pr.a.y * x;
+    (*acc).h2 += pr.a.z * x;
+    (*acc).h3 += pr.a.w * x;
+    (*acc).h4 += pr.b.x * x;
+    (*acc).h5 += pr.b.y * x;
+    (*acc).h6 += pr.b.z * x;
+    (*acc).h7 += pr.b.w * x;
+    (*acc).h8 += pr.e.x * x;
+    (*acc).h9 += pr.e.y * x;
+}
+
+// Write head k's output (k relative to the block) if it exists.
+fn store(k: u32, hb: u32, slot0: u32, v: u32, val: vec4<f32>) {
+    if hb + k < p.n_head {
+        o[(slot0 + k * p.split_stride) * KV4 + v] = val;
+    }
+}
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let s = wid.x;
+    let hb = wid.y * HB;
     let z = wid.z;
-    let h = z * p.n_head + wid.y;
+    let heads = min(HB, p.n_head - hb);
     let n_split = steps[z].n_split;
     let n_pos = steps[z].n_pos;
-    if s >= n_split {
-        // Slots past this token's splits are marked empty for the combine
-        // in attn_v_b's matvec, which reads every slot.
-        if ids.lid == 0u {
-            ml[h * p.split_stride + s] = vec2<f32>(NEG, 0.0);
-        }
-        return;
-    }
-    let words = (p.n_kv + p.n_rot) / 2u;
-    let kv_words = p.n_kv / 2u;
     let len = (n_pos + n_split - 1u) / n_split;
     let t0 = s * len;
     let t1 = min(t0 + len, n_pos);
-    let slot = h * p.split_stride + s;
-    if t0 >= t1 {
-        if ids.lid == 0u {
-            ml[slot] = vec2<f32>(NEG, 0.0);
+    // Head hb + k's slot is slot0 + k · split_stride.
+    let slot0 = (z * p.n_head + hb) * p.split_stride + s;
+    if s >= n_split || t0 >= t1 {
+        // Empty slots are marked for the combine in attn_v_b's matvec,
+        // which reads every slot.
+        if ids.lid < heads {
+            ml[slot0 + ids.lid * p.split_stride] = vec2<f32>(NEG, 0.0);
         }
         return;
     }
-    for (var w = ids.lid; w < words; w += WG) {
-        if w < kv_words {
-            let b = h * p.n_kv + 2u * w;
-            qs[w] = vec2<f32>(q_abs[b], q_abs[b + 1u]);
-        } else {
-            let i = w - kv_words;
-            let b = h * (p.n_nope + p.n_rot) + p.n_nope + 2u * i;
-            let a = q[b];
-            let c = q[b + 1u];
-            let cs = steps[z].rope[i].xy;
-            qs[w] = vec2<f32>(a * cs.x - c * cs.y, a * cs.y + c * cs.x);
-        }
-    }
+    rope_queries(z, hb, heads, ids.lid);
     workgroupBarrier();
 
+    let row4 = KV4 + p.n_rot / 4u;
+    let qb = (z * p.n_head + hb) * KV4;
+    let t = ids.lid / J;
+    let j = ids.lid % J;
+    let v = ids.lid % 128u;
+    let g = ids.lid / 128u;
     var m = NEG;
     var l = 0.0;
-    // Values: invocation i owns latent words 4v .. 4v + 4 (8 dims, one
-    // 16-byte load) of every n_groups-th position of a tile, v = i % kv_vec4.
-    let kv_vec4 = kv_words / 4u;
-    let v = ids.lid % kv_vec4;
-    let group = ids.lid / kv_vec4;
-    let n_groups = WG / kv_vec4;
-    var acc_lo = vec4<f32>(0.0);
-    var acc_hi = vec4<f32>(0.0);
+    var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
+        vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    var buf = 0u;
     for (var tb = t0; tb < t1; tb += TILE) {
-        // scores of positions tb .. tb + TILE, SEG invocations each
-        let t = tb + ids.lid / SEG;
-        var part = 0.0;
-        if t < t1 {
-            let row4 = t * words / 4u;
-            for (var w = ids.lid % SEG; w < words / 4u; w += SEG) {
-                let c = cache[row4 + w];
-                part += dot(unpack2x16float(c.x), qs[4u * w]) + dot(unpack2x16float(c.y), qs[4u * w + 1u])
-                    + dot(unpack2x16float(c.z), qs[4u * w + 2u]) + dot(unpack2x16float(c.w), qs[4u * w + 3u]);
-            }
-        }
-        let score = seg_sum(part, ids, SEG) * p.scale;
-        if ids.lid % SEG == 0u {
-            probs[ids.lid / SEG] = select(NEG, score, t < t1);
-        }
-        workgroupBarrier();
-        var tile_max = NEG;
-        for (var i = 0u; i < TILE; i++) {
-            tile_max = max(tile_max, probs[i]);
-        }
-        let m_new = max(m, tile_max);
-        let corr = exp(m - m_new);
-        workgroupBarrier();
-        if ids.lid < TILE {
-            probs[ids.lid] = exp(probs[ids.lid] - m_new);
-        }
-        workgroupBarrier();
-        var psum = 0.0;
-        acc_lo *= corr;
-        acc_hi *= corr;
         let n = min(TILE, t1 - tb);
-        for (var i = 0u; i < n; i++) {
-            psum += probs[i];
+        var sc = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+        if t < n {
+            sc = partial_scores((tb + t) * row4, j, qb);
         }
-        if group < n_groups {
-            for (var i = group; i < n; i += n_groups) {
-                let pr = probs[i];
-                let c = cache[(tb + i) * words / 4u + v];
-                acc_lo += pr * vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y));
-                acc_hi += pr * vec4<f32>(unpack2x16float(c.z), unpack2x16float(c.w));
+        sc = Heads(seg_sum4(sc.a, ids, J), seg_sum4(sc.b, ids, J), seg_sum4(sc.c, ids, J),
+            seg_sum4(sc.d, ids, J), seg_sum4(sc.e, ids, J));
+        // Only positions t < n are read back.
+        if j == 0u && t < n {
+            let i = buf * TILE * 5u + 5u * t;
+            sp[i] = sc.a * p.scale;
+            sp[i + 1u] = sc.b * p.scale;
+            sp[i + 2u] = sc.c * p.scale;
+            sp[i + 3u] = sc.d * p.scale;
+            sp[i + 4u] = sc.e * p.scale;
+        }
+        workgroupBarrier();
+        if ids.lid < HB {
+            softmax_tile(ids.lid, buf, n, &m, &l);
+        }
+        workgroupBarrier();
+        if v < KV4 {
+            scale_acc(&acc, part(CORR + buf * 5u, g));
+            for (var i = 0u; i < n; i++) {
+                let x = f16x4(cache[(tb + i) * row4 + v]);
+                add_position(&acc, x, part(buf * TILE * 5u + 5u * i, g));
             }
         }
-        l = l * corr + psum;
-        m = m_new;
-        workgroupBarrier();
+        buf ^= 1u;
     }
-    // Sum the groups' partial values (same m for all groups).
-    partial[2u * ids.lid] = acc_lo;
-    partial[2u * ids.lid + 1u] = acc_hi;
-    workgroupBarrier();
-    if group == 0u {
-        var lo = vec4<f32>(0.0);
-        var hi = vec4<f32>(0.0);
-        for (var gi = 0u; gi < n_groups; gi++) {
-            lo += partial[2u * (gi * kv_vec4 + v)];
-            hi += partial[2u * (gi * kv_vec4 + v) + 1u];
+    if ids.lid < HB {
+        sp[INV_L + ids.lid / 4u][ids.lid % 4u] = 1.0 / l;
+        if ids.lid < heads {
+            ml[slot0 + ids.lid * p.split_stride] = vec2<f32>(m + log(l), 1.0);
         }
-        let base = slot * kv_words + 4u * v;
-        let inv = 1.0 / l;
-        o[base] = lo.xy * inv;
-        o[base + 1u] = lo.zw * inv;
-        o[base + 2u] = hi.xy * inv;
-        o[base + 3u] = hi.zw * inv;
     }
-    if ids.lid == 0u {
-        ml[slot] = vec2<f32>(m + log(l), 1.0);
+    workgroupBarrier();
+    if v < KV4 {
+        scale_acc(&acc, part(INV_L, g));
+        let h = 8u * g;
+        store(h, hb, slot0, v, acc.h0);
+        store(h + 1u, hb, slot0, v, acc.h1);
+        store(h + 2u, hb, slot0, v, acc.h2);
+        store(h + 3u, hb, slot0, v, acc.h3);
+        store(h + 4u, hb, slot0, v, acc.h4);
+        store(h + 5u, hb, slot0, v, acc.h5);
+        store(h + 6u, hb, slot0, v, acc.h6);
+        store(h + 7u, hb, slot0, v, acc.h7);
+        store(16u + 2u * g, hb, slot0, v, acc.h8);
+        store(17u + 2u * g, hb, slot0, v, acc.h9);
     }
 }

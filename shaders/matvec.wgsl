@@ -31,7 +31,8 @@
 //   COMBINE (MODE 0, attn_v_b): x is attention.wgsl's per-split partials
 //           (binding 1: slot z's n_slot splits, each units·8 vec4s) and
 //           binding 2 their (m, l) pairs; each workgroup merges its head's
-//           splits (flash-decoding combine) into shared memory first.
+//           splits (flash-decoding combine) into shared memory first
+//           (n_kv / 4 <= 128 vec4s, n_slot <= 128 splits).
 
 // ops::MATVEC_WG on the host.
 const WG: u32 = 128u;
@@ -70,10 +71,12 @@ struct Params {
 @group(0) @binding(4) var<storage, read> sel: array<u32>;
 @group(0) @binding(5) var<storage, read> sel_w: array<f32>;
 
-// COMBINE: the head's merged attention output (n_kv <= 512) and the
-// splits' weights (at most 64 splits, ops::MAX_SPLITS).
+// COMBINE: the head's merged attention output (n_kv <= 512), the splits'
+// weights (at most 128 splits, ops::MAX_SPLITS) and the invocation groups'
+// partial sums.
 var<workgroup> xs: array<vec4<f32>, 128>;
-var<workgroup> split_w: array<f32, 64>;
+var<workgroup> split_w: array<f32, 128>;
+var<workgroup> merge_part: array<vec4<f32>, WG>;
 
 // NORM: Σx² of the x vec4s this invocation has read. The TPR invocations
 // of a row read every vec4 of x exactly once between them (each format's
@@ -149,7 +152,8 @@ fn split_ml(k: u32) -> vec2<f32> {
 // xs = Σ_s e^(m_s − M) · o_s / Σ_s e^(m_s − M) · l_s over head h's splits
 // with l_s > 0 (attention marks the others empty; the used ones come
 // first). Invocation s < n_slot reads split s's (m, l); the weights go
-// through shared memory.
+// through shared memory. The WG / n4 groups of n4 invocations each sum
+// every groups-th split, so all invocations have loads in flight.
 fn merge_splits(h: u32, ids: Ids) {
     let n4 = p.units * 8u;
     var e = vec2<f32>(-3.0e38, 0.0);
@@ -165,12 +169,20 @@ fn merge_splits(h: u32, ids: Ids) {
         split_w[ids.lid] = f / den;
     }
     workgroupBarrier();
-    for (var i = ids.lid; i < n4; i += WG) {
-        var acc = vec4<f32>(0.0);
-        for (var s = 0u; s < n_used; s++) {
-            acc += split_w[s] * x[(h * p.n_slot + s) * n4 + i];
+    let groups = WG / n4;
+    let i = ids.lid % n4;
+    var acc = vec4<f32>(0.0);
+    for (var s = ids.lid / n4; s < n_used && ids.lid < groups * n4; s += groups) {
+        acc += split_w[s] * x[(h * p.n_slot + s) * n4 + i];
+    }
+    merge_part[ids.lid] = acc;
+    workgroupBarrier();
+    if ids.lid < n4 {
+        var sum = vec4<f32>(0.0);
+        for (var k = 0u; k < groups; k++) {
+            sum += merge_part[k * n4 + ids.lid];
         }
-        xs[i] = acc;
+        xs[ids.lid] = sum;
     }
     workgroupBarrier();
 }

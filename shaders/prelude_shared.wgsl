@@ -1,8 +1,8 @@
 // Reduction prelude, shared-memory variant (devices without subgroups).
 // The host appends exactly one prelude to every kernel; both define the same
 // names: `struct Ids` (the entry point's invocation ids), `seg_sum`,
-// `wg_sum`, `wg_max` and `wg_min_u32`. All contain barriers: call them from
-// uniform control flow.
+// `seg_sum4`, `wg_sum`, `wg_max` and `wg_min_u32`. All contain barriers:
+// call them from uniform control flow.
 // Kernels declare `const WG: u32` (their workgroup size, a power of two).
 
 struct Ids {
@@ -11,19 +11,25 @@ struct Ids {
 
 var<workgroup> wg_scratch: array<f32, WG>;
 var<workgroup> wg_scratch_u: array<u32, WG>;
+var<workgroup> wg_scratch4: array<vec4<f32>, WG>;
 
 // Sum of `x` over each segment of `seg` consecutive invocations (`seg` a
 // power of two <= WG); every invocation gets its segment's sum.
 fn seg_sum(x: f32, ids: Ids, seg: u32) -> f32 {
-    wg_scratch[ids.lid] = x;
+    return seg_sum4(vec4<f32>(x, 0.0, 0.0, 0.0), ids, seg).x;
+}
+
+// seg_sum of each component (the one tree both use).
+fn seg_sum4(x: vec4<f32>, ids: Ids, seg: u32) -> vec4<f32> {
+    wg_scratch4[ids.lid] = x;
     workgroupBarrier();
     for (var s = seg / 2u; s > 0u; s = s >> 1u) {
         if ids.lid % seg < s {
-            wg_scratch[ids.lid] += wg_scratch[ids.lid + s];
+            wg_scratch4[ids.lid] += wg_scratch4[ids.lid + s];
         }
         workgroupBarrier();
     }
-    let total = wg_scratch[ids.lid - ids.lid % seg];
+    let total = wg_scratch4[ids.lid - ids.lid % seg];
     workgroupBarrier();
     return total;
 }

@@ -38,6 +38,19 @@ fn seg_sum(x: f32, ids: Ids, seg: u32) -> f32 {
     return total;
 }
 
+// seg_sum of each component.
+fn seg_sum4(x: vec4<f32>, ids: Ids, seg: u32) -> vec4<f32> {
+    if seg <= ids.sg_size {
+        var v = x;
+        for (var m = seg / 2u; m > 0u; m = m >> 1u) {
+            v += subgroupShuffleXor(v, m);
+        }
+        return v;
+    }
+    return vec4<f32>(seg_sum(x.x, ids, seg), seg_sum(x.y, ids, seg), seg_sum(x.z, ids, seg),
+        seg_sum(x.w, ids, seg));
+}
+
 fn wg_sum(x: f32, ids: Ids) -> f32 {
     return seg_sum(x, ids, WG);
 }

@@ -356,7 +356,10 @@ fn generate_reads_prompt_files_and_applies_the_chat_template() {
         n_prompt(&one).parse().unwrap(),
         n_prompt(&forged).parse().unwrap(),
     );
-    assert!(forged > one, "<|assistant|> in a --chat prompt read as a marker");
+    assert!(
+        forged > one,
+        "<|assistant|> in a --chat prompt read as a marker"
+    );
     let o = glmw(&["generate", "-m", m, "--prompt-file", "/nonexistent/p.txt"]);
     assert!(!o.status.success() && text(&o.stderr).contains("/nonexistent/p.txt"));
 }

@@ -134,67 +134,169 @@ struct Mla {
     n_head: usize,
 }
 
+/// GLM-4.7-Flash (one block of 20 heads), the tiny model, and 24 heads (a
+/// full block and a part block).
+const GLM: Mla = Mla {
+    n_kv: 512,
+    n_rot: 64,
+    n_nope: 192,
+    n_head: 20,
+};
+const TINY: Mla = Mla {
+    n_kv: 64,
+    n_rot: 16,
+    n_nope: 32,
+    n_head: 4,
+};
+const WIDE: Mla = Mla {
+    n_kv: 128,
+    n_rot: 32,
+    n_nope: 64,
+    n_head: 24,
+};
+
+impl Mla {
+    fn row(&self) -> usize {
+        self.n_kv + self.n_rot
+    }
+
+    fn n_qk(&self) -> usize {
+        self.n_nope + self.n_rot
+    }
+}
+
+/// Per head, softmax(q · rowsᵀ · scale) · rows[:, :n_kv] over the first
+/// `n_pos` rows of `c` in f64, with q = [q_abs ‖ rope(q_pe)].
+fn attention_f64(
+    s: &Mla,
+    c: &[f32],
+    n_pos: usize,
+    q_abs: &[f32],
+    q: &[f32],
+    cs: &[(f32, f32)],
+    scale: f64,
+) -> Vec<f32> {
+    let row = s.row();
+    let mut want = Vec::with_capacity(s.n_head * s.n_kv);
+    for h in 0..s.n_head {
+        let mut qf: Vec<f64> = q_abs[h * s.n_kv..][..s.n_kv]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let qp = &q[h * s.n_qk() + s.n_nope..][..s.n_rot];
+        for (i, &(co, si)) in cs.iter().enumerate() {
+            let (a, b, co, si) = (qp[2 * i] as f64, qp[2 * i + 1] as f64, co as f64, si as f64);
+            qf.extend([a * co - b * si, a * si + b * co]);
+        }
+        let sc: Vec<f64> = c[..n_pos * row]
+            .chunks(row)
+            .map(|r| qf.iter().zip(r).map(|(&x, &y)| x * y as f64).sum::<f64>() * scale)
+            .collect();
+        let mx = sc.iter().cloned().fold(f64::MIN, f64::max);
+        let p: Vec<f64> = sc.iter().map(|v| (v - mx).exp()).collect();
+        let sum: f64 = p.iter().sum();
+        let mut o = vec![0f64; s.n_kv];
+        for (r, &pt) in c.chunks(row).zip(&p) {
+            for (oj, &cj) in o.iter_mut().zip(r) {
+                *oj += pt * cj as f64;
+            }
+        }
+        want.extend(o.iter().map(|v| (v / sum) as f32));
+    }
+    want
+}
+
+/// attn_v_b's matvec merging the splits (COMBINE) with an F32 identity per
+/// head as its matrix, so its output is the merged attention vector.
+fn combine_spec(s: &Mla, n_slot: u32) -> ops::MatvecSpec {
+    ops::MatvecSpec {
+        format: Format::F32,
+        mode: ops::MatvecMode::Plain,
+        norm: false,
+        accum: false,
+        combine: true,
+        params: ops::MatvecParams {
+            rows: s.n_kv as u32,
+            units: (s.n_kv / 32) as u32,
+            mat_units: (s.n_kv * s.n_kv / 32) as u32,
+            n_slot,
+            x_stride: 0,
+            y_stride: s.n_kv as u32,
+            y_off: 0,
+            eps: 0.0,
+        },
+        slots: s.n_head as u32,
+    }
+}
+
 #[test]
 fn attention_and_combine_match_f64_softmax() {
     let gpu = common::gpu();
-    // (shape, [(n_pos, n_split, q std)]): GLM-4.7-Flash and the tiny model;
-    // n_pos = 1, splits that do not divide n_pos (some left empty), several
-    // 32-position tiles per split, and a peaked softmax.
-    let glm = Mla {
-        n_kv: 512,
-        n_rot: 64,
-        n_nope: 192,
-        n_head: 20,
-    };
-    let tiny = Mla {
-        n_kv: 64,
-        n_rot: 16,
-        n_nope: 32,
-        n_head: 4,
-    };
+    // (shape, [(n_pos, n_split, q std)]): one position, splits that do not divide n_pos (some left
+    // empty), partial and many 32-position tiles per split, a peaked
+    // softmax, long contexts with the decode's split counts
+    // (ops::attention_splits: 22 at 700, 125 at 5000) and others, 128
+    // leaving the last three empty.
+    assert_eq!(
+        (ops::attention_splits(700), ops::attention_splits(5000)),
+        (22, 125)
+    );
     let cases = [
         (
-            &glm,
+            &GLM,
             vec![
                 (1usize, 1u32, 1.0f32),
                 (1, 4, 1.0),
-                (37, 1, 1.0),
+                (33, 1, 1.0),
+                (37, 2, 1.0),
                 (77, 4, 1.0),
                 (150, 2, 3.0),
                 (100, 16, 1.0),
+                (700, 22, 1.0),
+                (700, 3, 1.0),
+                (5000, 125, 1.0),
+                (5000, 128, 1.0),
+                (5000, 17, 2.0),
             ],
         ),
         (
-            &tiny,
+            &TINY,
             vec![
                 (1, 1, 1.0),
                 (5, 4, 1.0),
                 (40, 3, 1.0),
                 (33, 2, 4.0),
                 (97, 16, 1.0),
+                (5000, 128, 1.0),
             ],
         ),
+        (&WIDE, vec![(1, 1, 1.0), (33, 2, 1.0), (700, 22, 1.0)]),
     ];
     let mut worst = 0f64;
     for (ci, (s, runs)) in cases.into_iter().enumerate() {
-        let (row, n_qk) = (s.n_kv + s.n_rot, s.n_nope + s.n_rot);
+        let row = s.row();
         let n_ctx = runs.iter().map(|r| r.0).max().unwrap() + 3;
         // The cache written directly: random f16 rows, then NaN past n_pos.
-        let vals: Vec<f16> = common::randn(n_ctx * row, 1.0, 50 + ci as u64)
-            .into_iter()
-            .map(f16::from_f32)
-            .collect();
-        let words: Vec<u32> = vals
-            .chunks(2)
-            .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
-            .collect();
-        let c: Vec<f32> = vals.iter().map(|v| v.to_f32()).collect();
+        let (words, c) = random_cache(s, n_ctx, n_ctx, 50 + ci as u64);
+        let mut eye = vec![0f32; s.n_head * s.n_kv * s.n_kv];
+        for h in 0..s.n_head {
+            for j in 0..s.n_kv {
+                eye[(h * s.n_kv + j) * s.n_kv + j] = 1.0;
+            }
+        }
+        let eye = gpu.storage("identity", bytemuck::cast_slice(&eye)).unwrap();
+        let ids0 = gpu
+            .storage("sel", bytemuck::cast_slice(&[0u32; 4]))
+            .unwrap();
         for (ri, &(n_pos, n_split, q_std)) in runs.iter().enumerate() {
             let seed = 100 * ci as u64 + 10 * ri as u64;
             let q_abs = common::randn(s.n_head * s.n_kv, q_std, seed + 1);
-            let q = common::randn(s.n_head * n_qk, q_std, seed + 2);
-            let scale = 1.0 / (n_qk as f32).sqrt();
+            let q = common::randn(s.n_head * s.n_qk(), q_std, seed + 2);
+            let scale = 1.0 / (s.n_qk() as f32).sqrt();
             let cs = cpu::rope_cos_sin(n_pos - 1, s.n_rot, ROPE_BASE, None);
+            let want = attention_f64(s, &c, n_pos, &q_abs, &q, &cs, scale as f64);
+            // Slots past n_split, as the decode plan has (MAX_SPLITS).
+            let stride = (n_split + 2).min(ops::MAX_SPLITS);
             let mut cw = words.clone();
             cw[n_pos * row / 2..].fill(NAN_PAIR);
             let cache = gpu.storage("cache", bytemuck::cast_slice(&cw)).unwrap();
@@ -206,102 +308,30 @@ fn attention_and_combine_match_f64_softmax() {
             let ap = gpu.uniform(
                 "p",
                 &ops::AttentionParams {
-                    n_kv: s.n_kv as u32,
                     n_rot: s.n_rot as u32,
                     n_nope: s.n_nope as u32,
                     scale,
-                    split_stride: n_split,
+                    split_stride: stride,
                     n_head: s.n_head as u32,
-                    _pad: [0; 2],
+                    _pad: [0; 3],
                 },
             );
-            // The merge runs in attn_v_b's matvec (COMBINE); an F32 identity
-            // per head as its matrix makes the output the merged vector.
-            let mut eye = vec![0f32; s.n_head * s.n_kv * s.n_kv];
-            for h in 0..s.n_head {
-                for j in 0..s.n_kv {
-                    eye[(h * s.n_kv + j) * s.n_kv + j] = 1.0;
-                }
-            }
-            let eye = gpu.storage("identity", bytemuck::cast_slice(&eye)).unwrap();
-            let mv = ops::MatvecSpec {
-                format: Format::F32,
-                mode: ops::MatvecMode::Plain,
-                norm: false,
-                accum: false,
-                combine: true,
-                params: ops::MatvecParams {
-                    rows: s.n_kv as u32,
-                    units: (s.n_kv / 32) as u32,
-                    mat_units: (s.n_kv * s.n_kv / 32) as u32,
-                    n_slot: n_split,
-                    x_stride: 0,
-                    y_stride: s.n_kv as u32,
-                    y_off: 0,
-                    eps: 0.0,
-                },
-                slots: s.n_head as u32,
-            };
+            let mv = combine_spec(s, stride);
             let mvp = gpu.uniform("p", &mv.params);
-            let ids0 = gpu
-                .storage("sel", bytemuck::cast_slice(&[0u32; 4]))
-                .unwrap();
-            // f64 oracle: scores over [q_abs ‖ rope(q_pe)] · [c ‖ k_pe].
-            let mut want = Vec::new();
-            for h in 0..s.n_head {
-                let qa = &q_abs[h * s.n_kv..][..s.n_kv];
-                let qp = &q[h * n_qk + s.n_nope..][..s.n_rot];
-                let mut qpe = vec![0f64; s.n_rot];
-                for (i, &(co, si)) in cs.iter().enumerate() {
-                    let (a, b) = (qp[2 * i] as f64, qp[2 * i + 1] as f64);
-                    qpe[2 * i] = a * co as f64 - b * si as f64;
-                    qpe[2 * i + 1] = a * si as f64 + b * co as f64;
-                }
-                let sc: Vec<f64> = (0..n_pos)
-                    .map(|t| {
-                        let r = &c[t * row..][..row];
-                        let nope: f64 = qa.iter().zip(r).map(|(&x, &y)| x as f64 * y as f64).sum();
-                        let pe: f64 = qpe
-                            .iter()
-                            .zip(&r[s.n_kv..])
-                            .map(|(&x, &y)| x * y as f64)
-                            .sum();
-                        (nope + pe) * scale as f64
-                    })
-                    .collect();
-                let mx = sc.iter().cloned().fold(f64::MIN, f64::max);
-                let p: Vec<f64> = sc.iter().map(|v| (v - mx).exp()).collect();
-                let sum: f64 = p.iter().sum();
-                for j in 0..s.n_kv {
-                    want.push(
-                        ((0..n_pos)
-                            .map(|t| p[t] * c[t * row + j] as f64)
-                            .sum::<f64>()
-                            / sum) as f32,
-                    );
-                }
-            }
             for pipes in common::pipelines() {
                 let nan = |n: usize| {
                     gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
                         .unwrap()
                 };
-                let parts = s.n_head * n_split as usize;
+                let parts = s.n_head * stride as usize;
                 let (o, ml, out) = (
                     nan(parts * s.n_kv),
                     nan(parts * 2),
                     nan(s.n_head * s.n_kv + 2),
                 );
-                let k = Kernel::Attention;
-                let grid = [n_split, s.n_head as u32, 1];
-                let d1 = Dispatch::new(
-                    gpu,
-                    pipes,
-                    k,
-                    &[],
-                    &[&ap, &step, &qab, &qb, &cache, &o, &ml],
-                    grid,
-                );
+                let grid = [stride, ops::attention_head_blocks(s.n_head), 1];
+                let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
+                let d1 = ops::attention(gpu, pipes, s.n_kv, &bufs, grid);
                 let bufs = ops::MatvecBuffers {
                     params: &mvp,
                     x: &o,
@@ -324,9 +354,10 @@ fn attention_and_combine_match_f64_softmax() {
                     worst = worst.max(e);
                     assert!(
                         e < ATTN_TOL,
-                        "{:?} n_kv {} n_pos {n_pos} n_split {n_split} head {h}: rel L2 {e:.3e}; {:?} vs {:?}",
+                        "{:?} n_kv {} n_head {} n_pos {n_pos} n_split {n_split} head {h}: rel L2 {e:.3e}; {:?} vs {:?}",
                         pipes.variant,
                         s.n_kv,
+                        s.n_head,
                         &a[..3],
                         &b[..3]
                     );
@@ -335,6 +366,106 @@ fn attention_and_combine_match_f64_softmax() {
         }
     }
     eprintln!("attention + combine: worst rel L2 per head {worst:.2e} (tolerance {ATTN_TOL:.0e})");
+}
+
+/// Random f16 cache rows for `s`, as GPU words and as the f32 values the
+/// oracle reads; NaN rows from `n_valid` on, so reads past a token's
+/// positions fail.
+fn random_cache(s: &Mla, n_valid: usize, n_ctx: usize, seed: u64) -> (Vec<u32>, Vec<f32>) {
+    let vals: Vec<f16> = common::randn(n_ctx * s.row(), 1.0, seed)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
+    let mut words: Vec<u32> = vals
+        .chunks(2)
+        .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
+        .collect();
+    words[n_valid * s.row() / 2..].fill(NAN_PAIR);
+    (words, vals.iter().map(|v| v.to_f32()).collect())
+}
+
+#[test]
+fn prefill_attention_one_split_per_token_matches_f64_softmax() {
+    let gpu = common::gpu();
+    // Tokens on z as the prefill plan runs them: each attends over its own
+    // prefix in one split, its q and outputs offset by whole rows. 24 heads
+    // make a second block whose missing heads read the next token's q.
+    let mut worst = 0f64;
+    for (ci, s) in [&GLM, &WIDE].into_iter().enumerate() {
+        let n_pos = [33usize, 700, 1];
+        let n_tok = n_pos.len();
+        let (words, c) = random_cache(s, 700, 703, 70 + ci as u64);
+        let q_abs = common::randn(n_tok * s.n_head * s.n_kv, 1.0, 80 + ci as u64);
+        let q = common::randn(n_tok * s.n_head * s.n_qk(), 1.0, 90 + ci as u64);
+        let scale = 1.0 / (s.n_qk() as f32).sqrt();
+        let cs: Vec<_> = n_pos
+            .iter()
+            .map(|&n| cpu::rope_cos_sin(n - 1, s.n_rot, ROPE_BASE, None))
+            .collect();
+        let steps: Vec<Step> = n_pos
+            .iter()
+            .zip(&cs)
+            .map(|(&n, cs)| Step::new(n - 1, cs).one_split())
+            .collect();
+        let store = |v: &[u8]| gpu.storage("in", v).unwrap();
+        let (cache, step, qab, qb) = (
+            store(bytemuck::cast_slice(&words)),
+            store(bytemuck::cast_slice(&steps)),
+            store(bytemuck::cast_slice(&q_abs)),
+            store(bytemuck::cast_slice(&q)),
+        );
+        let ap = gpu.uniform(
+            "p",
+            &ops::AttentionParams {
+                n_rot: s.n_rot as u32,
+                n_nope: s.n_nope as u32,
+                scale,
+                split_stride: 1,
+                n_head: s.n_head as u32,
+                _pad: [0; 3],
+            },
+        );
+        let heads = n_tok * s.n_head;
+        for pipes in common::pipelines() {
+            let nan = |n: usize| {
+                gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
+                    .unwrap()
+            };
+            let (o, ml) = (nan(heads * s.n_kv + 1), nan(heads * 2 + 1));
+            let grid = [1, ops::attention_head_blocks(s.n_head), n_tok as u32];
+            let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
+            ops::run(
+                gpu,
+                &[ops::attention(gpu, pipes, s.n_kv, &bufs, grid).unwrap()],
+            )
+            .unwrap();
+            let got = gpu.read_f32(&o, heads * s.n_kv + 1).unwrap();
+            let got_ml = gpu.read_f32(&ml, heads * 2 + 1).unwrap();
+            assert!(
+                got[heads * s.n_kv].is_nan() && got_ml[heads * 2].is_nan(),
+                "{:?}: wrote past the last token",
+                pipes.variant
+            );
+            for (z, &n) in n_pos.iter().enumerate() {
+                let zq = &q_abs[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
+                let zqp = &q[z * s.n_head * s.n_qk()..][..s.n_head * s.n_qk()];
+                let want = attention_f64(s, &c, n, zq, zqp, &cs[z], scale as f64);
+                let zo = &got[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
+                for h in 0..s.n_head {
+                    let e = cpu::rel_l2(&zo[h * s.n_kv..][..s.n_kv], &want[h * s.n_kv..][..s.n_kv]);
+                    worst = worst.max(e);
+                    let l = got_ml[2 * (z * s.n_head + h) + 1];
+                    assert!(
+                        e < ATTN_TOL && l == 1.0,
+                        "{:?} n_head {} token {z} (n_pos {n}) head {h}: rel L2 {e:.3e}, l {l}",
+                        pipes.variant,
+                        s.n_head
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("prefill attention: worst rel L2 per head {worst:.2e} (tolerance {ATTN_TOL:.0e})");
 }
 
 #[test]

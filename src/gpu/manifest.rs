@@ -14,7 +14,8 @@ const MATVEC_OVERRIDES: &[(&str, &[f64])] = &[
     ("MODE", &[0.0, 1.0, 2.0]),
     ("NORM", &[0.0, 1.0]),
     ("ACCUM", &[0.0, 1.0]),
-    ("TPR", &[4.0, 8.0, 16.0, 32.0]),
+    // 2 only for COMBINE (ops::matvec)
+    ("TPR", &[2.0, 4.0, 8.0, 16.0, 32.0]),
     ("COMBINE", &[0.0, 1.0]),
 ];
 
@@ -119,7 +120,11 @@ pub const KERNELS: &[KernelDef] = &[
     KernelDef {
         name: "attention",
         parts: &["attention.wgsl", "step.wgsl"],
-        overrides: &[],
+        // every latent width plan::check accepts
+        overrides: &[(
+            "N_KV",
+            &[64.0, 128.0, 192.0, 256.0, 320.0, 384.0, 448.0, 512.0],
+        )],
     },
     KernelDef {
         name: "router",

@@ -209,8 +209,18 @@ pub struct MatvecBuffers<'a> {
     pub weights: &'a [wgpu::Buffer],
 }
 
+/// Rows per workgroup when the matvec merges attention splits: every
+/// workgroup reads all of its head's splits (up to MAX_SPLITS × n_kv
+/// floats, 256 KB for GLM-4.7-Flash), so attn_v_b's 256 rows per head go
+/// to 4 workgroups (TPR 2), not 32 (TPR 16).
+const COMBINE_ROWS: u32 = 64;
+
 pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
-    let tpr = matvec_tpr(s.params.units);
+    let tpr = if s.combine {
+        MATVEC_WG / COMBINE_ROWS
+    } else {
+        matvec_tpr(s.params.units)
+    };
     let mode = match s.mode {
         MatvecMode::Plain => 0.0,
         MatvecMode::GateUp => 1.0,
@@ -396,15 +406,30 @@ impl Step {
     }
 }
 
-/// Most attention splits per head (the partial buffers are sized for it).
-pub const MAX_SPLITS: u32 = 64;
+/// Most attention splits per token: one attention workgroup each (all heads
+/// of a block), so 16K positions fill ~128 SMs. The partial buffers are
+/// sized for it and attn_v_b's merge (matvec.wgsl COMBINE) holds at most
+/// 128 split weights.
+pub const MAX_SPLITS: u32 = 128;
+const _: () = assert!(MAX_SPLITS <= 128);
 
-/// Splits of `n_pos` positions: chunks of at least 32 positions, at most
+/// Positions per attention tile (shaders/attention.wgsl `TILE`).
+pub const ATTENTION_TILE: usize = 32;
+
+/// Heads per attention workgroup (shaders/attention.wgsl `HB`).
+pub const ATTENTION_HEADS: u32 = 20;
+
+/// Splits of `n_pos` positions: chunks of at least one tile, at most
 /// MAX_SPLITS of them, so short contexts launch few workgroups and long
-/// ones enough to fill the GPU while the combine stays short.
+/// ones enough to fill the GPU.
 pub fn attention_splits(n_pos: usize) -> u32 {
-    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(32);
+    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(ATTENTION_TILE);
     n_pos.div_ceil(chunk).max(1) as u32
+}
+
+/// Attention workgroups along y: blocks of ATTENTION_HEADS heads.
+pub fn attention_head_blocks(n_head: usize) -> u32 {
+    (n_head as u32).div_ceil(ATTENTION_HEADS)
 }
 
 #[repr(C)]
@@ -416,32 +441,45 @@ pub struct KvAppendParams {
     pub _pad: u32,
 }
 
+/// Attention's params; the latent width is the pipeline's `N_KV` override
+/// (`attention`).
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttentionParams {
-    pub n_kv: u32,
     pub n_rot: u32,
     pub n_nope: u32,
     pub scale: f32,
     /// Split slots per head in the partial buffers (MAX_SPLITS).
     pub split_stride: u32,
     pub n_head: u32,
-    pub _pad: [u32; 2],
+    pub _pad: [u32; 3],
 }
 
 impl AttentionParams {
     /// `c`'s attention with `split_stride` split slots per head.
     pub fn new(c: &Config, split_stride: u32) -> AttentionParams {
         AttentionParams {
-            n_kv: c.n_lora_kv as u32,
             n_rot: c.n_embd_head_qk_rope as u32,
             n_nope: c.n_embd_head_qk_nope as u32,
             scale: c.kq_scale(),
             split_stride,
             n_head: c.n_head as u32,
-            _pad: [0; 2],
+            _pad: [0; 3],
         }
     }
+}
+
+/// An attention dispatch over latent rows `n_kv` wide (a multiple of 64 up
+/// to 512, as plan::check requires); `buffers` in binding order.
+pub fn attention(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    n_kv: usize,
+    buffers: &[&wgpu::Buffer],
+    workgroups: [u32; 3],
+) -> Result<Dispatch> {
+    let consts = [("N_KV", n_kv as f64)];
+    Dispatch::new(gpu, pipes, Kernel::Attention, &consts, buffers, workgroups)
 }
 
 impl KvAppendParams {

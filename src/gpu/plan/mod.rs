@@ -75,12 +75,12 @@ pub struct Plan {
 pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
     let c = &model.config;
     if c.n_lora_kv > 512
-        || c.n_embd_head_qk_rope > 128
+        || c.n_embd_head_qk_rope > 64
         || c.n_lora_kv % 64 != 0
         || c.kv_row() % 8 != 0
     {
         return Err(Error::Unsupported(format!(
-            "latent width {} / rope width {}: the attention kernel handles up to 512 / 128",
+            "latent width {} / rope width {}: the attention kernel handles up to 512 / 64",
             c.n_lora_kv, c.n_embd_head_qk_rope
         )));
     }
@@ -244,12 +244,12 @@ pub fn build(
                 ..Mv::plain(&q, &q_abs)
             },
         )?;
-        b.push(
-            format!("blk.{il}.attention"),
-            Kernel::Attention,
-            &[&attn_params, &step, &q_abs, &q, cache, &o_part, &ml],
-            [n_split, n_head, 1],
-        )?;
+        let attn = [&attn_params, &step, &q_abs, &q, cache, &o_part, &ml];
+        let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
+        b.out.push(
+            ops::attention(gpu, pipes, c.n_lora_kv, &attn, grid)?
+                .named(format!("blk.{il}.attention")),
+        );
         // v_b merges the attention splits of its head as it reads them.
         b.matvec(
             &lw.v_b,

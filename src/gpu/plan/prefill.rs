@@ -424,12 +424,15 @@ pub fn build(
                 ..Mm::new(&q, c.n_head * n_qk, &q_abs, c.n_head * n_lat)
             },
         )?;
-        b.push(
-            name("attention"),
-            Kernel::Attention,
-            &[&attn_params, &steps, &q_abs, &q, &caches[il], &o, &ml],
-            [Dim::Fixed(1), Dim::Fixed(n_head), Dim::Tokens],
-        )?;
+        let attn = [&attn_params, &steps, &q_abs, &q, &caches[il], &o, &ml];
+        b.ops.push(Op {
+            d: ops::attention(gpu, pipes, n_lat, &attn, [1, 1, 1])?.named(name("attention")),
+            grid: [
+                Dim::Fixed(1),
+                Dim::Fixed(ops::attention_head_blocks(c.n_head)),
+                Dim::Tokens,
+            ],
+        });
         let n_v = c.n_embd_head_v;
         b.matmul(
             &lw.v_b,
