@@ -318,7 +318,25 @@ fn attention_and_combine_match_f64_softmax() {
             );
             let mv = combine_spec(s, stride);
             let mvp = gpu.uniform("p", &mv.params);
-            for pipes in common::pipelines() {
+            let hp = gpu.uniform(
+                "p",
+                &ops::AttentionHeadParams {
+                    n_kv: s.n_kv as u32,
+                    n_rot: s.n_rot as u32,
+                    n_nope: s.n_nope as u32,
+                    scale,
+                    split_stride: stride,
+                    n_head: s.n_head as u32,
+                    _pad: [0; 2],
+                },
+            );
+            // Both decode kernels: all heads per workgroup (long contexts)
+            // and one head per workgroup (short ones).
+            let kernels = [Kernel::Attention, Kernel::AttentionHead];
+            for (pipes, kernel) in common::pipelines()
+                .iter()
+                .flat_map(|p| kernels.map(|k| (p, k)))
+            {
                 let nan = |n: usize| {
                     gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
                         .unwrap()
@@ -329,9 +347,15 @@ fn attention_and_combine_match_f64_softmax() {
                     nan(parts * 2),
                     nan(s.n_head * s.n_kv + 2),
                 );
-                let grid = [stride, ops::attention_head_blocks(s.n_head), 1];
-                let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
-                let d1 = ops::attention(gpu, pipes, s.n_kv, &bufs, grid);
+                let d1 = if kernel == Kernel::Attention {
+                    let grid = [stride, ops::attention_head_blocks(s.n_head), 1];
+                    let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
+                    ops::attention(gpu, pipes, s.n_kv, &bufs, grid)
+                } else {
+                    let bufs = [&hp, &step, &qab, &qb, &cache, &o, &ml];
+                    let grid = [stride, s.n_head as u32, 1];
+                    Dispatch::new(gpu, pipes, kernel, &[], &bufs, grid)
+                };
                 let bufs = ops::MatvecBuffers {
                     params: &mvp,
                     x: &o,
@@ -354,7 +378,7 @@ fn attention_and_combine_match_f64_softmax() {
                     worst = worst.max(e);
                     assert!(
                         e < ATTN_TOL,
-                        "{:?} n_kv {} n_head {} n_pos {n_pos} n_split {n_split} head {h}: rel L2 {e:.3e}; {:?} vs {:?}",
+                        "{kernel:?} {:?} n_kv {} n_head {} n_pos {n_pos} n_split {n_split} head {h}: rel L2 {e:.3e}; {:?} vs {:?}",
                         pipes.variant,
                         s.n_kv,
                         s.n_head,

@@ -161,6 +161,37 @@ fn long_context_uses_attention_splits_and_matches_reference() {
     }
 }
 
+/// Decode on both sides of `ops::SHORT_ATTENTION_MAX`, where the plan
+/// switches from the per-head attention kernel to the all-heads one: the
+/// logits match the reference before and after (the subgroup variant; both
+/// kernels in both variants against the f64 oracle: tests/gpu_attention.rs).
+#[test]
+fn decode_attention_switch_at_long_context_matches_reference() {
+    let max = glmw::gpu::ops::SHORT_ATTENTION_MAX;
+    let m = common::tiny();
+    let n_ctx = max + 8;
+    let prompt: Vec<u32> = (0..max as u32 - 3).map(|i| (i * 37 + 5) % 470).collect();
+    let mut r = Reference::new(m, n_ctx, MlaForm::Absorbed);
+    for &t in &prompt {
+        r.forward(t).unwrap();
+    }
+    let steps: Vec<u32> = (0..5).map(|i| 11 + 29 * i).collect();
+    let want: Vec<Vec<f32>> = steps.iter().map(|&t| r.forward(t).unwrap()).collect();
+    for v in [Variant::Subgroup] {
+        let mut e = engine(v, n_ctx, None);
+        e.prefill(&prompt).unwrap();
+        for (i, (&t, w)) in steps.iter().zip(&want).enumerate() {
+            let got = e.logits(t).unwrap();
+            let err = rel_l2(&got, w);
+            assert!(
+                err < LOGITS_TOL,
+                "{v:?} position {}: logits rel L2 {err:.3e}",
+                prompt.len() + i
+            );
+        }
+    }
+}
+
 /// Replay `tokens` on a fresh engine and reference, tracing the last one,
 /// and name the first intermediate whose rel L2 passes the tolerance.
 fn first_divergence(v: Variant, tokens: &[u32]) -> String {

@@ -497,7 +497,7 @@ impl<'a> Engine<'a> {
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            for d in &self.plan.dispatches {
+            for d in self.plan.at(self.pos + 1) {
                 d.record(&mut pass);
             }
         }

@@ -91,7 +91,7 @@ impl<'a> Engine<'a> {
         self.prepare(token)?;
         let t0 = Instant::now();
         let Some(timer) = self.timer.as_ref() else {
-            let d = &self.plan.dispatches;
+            let d = self.plan.at(self.pos + 1);
             crate::gpu::ops::run(self.gpu, d)?;
             self.pos += 1;
             let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
@@ -101,17 +101,16 @@ impl<'a> Engine<'a> {
                 wall_ns,
             });
         };
-        let segs: Vec<&[crate::gpu::ops::Dispatch]> = self.plan.dispatches.chunks(1).collect();
+        let plan = self.plan.at(self.pos + 1);
+        let segs: Vec<&[crate::gpu::ops::Dispatch]> = plan.chunks(1).collect();
         let ns = timer.time(self.gpu, &segs)?;
         let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
-        self.pos += 1;
-        let dispatches: Vec<_> = self
-            .plan
-            .dispatches
+        let dispatches: Vec<_> = plan
             .iter()
             .zip(&ns)
             .map(|(d, &t)| (d.op().to_string(), d.kernel.name(), t))
             .collect();
+        self.pos += 1;
         Ok(TokenProfile {
             gpu_ns: ns.iter().sum(),
             dispatches,
@@ -130,7 +129,7 @@ impl<'a> Engine<'a> {
             )));
         }
         self.write_step(self.pos.min(self.n_ctx - 1));
-        let seg = &self.plan.dispatches[range];
+        let seg = &self.plan.at(self.pos + 1)[range];
         match &self.timer {
             Some(t) => {
                 let mut out = Vec::with_capacity(reps);
@@ -163,7 +162,7 @@ impl<'a> Engine<'a> {
             )));
         }
         self.write_step(self.pos.min(self.n_ctx - 1));
-        let seg = &self.plan.dispatches[range];
+        let seg = &self.plan.at(self.pos + 1)[range];
         let mut record = |pass: &mut wgpu::ComputePass<'_>, _: usize| {
             for _ in 0..reps {
                 for d in seg {
@@ -204,18 +203,19 @@ impl<'a> Engine<'a> {
         };
         // The embedding gather comes before the first block.
         let embed = 0..blocks.first().map_or(0, |b| b.attn.start);
-        crate::gpu::ops::run(self.gpu, &self.plan.dispatches[embed])?;
+        let n_pos = self.pos + 1;
+        crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[embed])?;
         for b in &blocks {
-            crate::gpu::ops::run(self.gpu, &self.plan.dispatches[b.attn.clone()])?;
+            crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[b.attn.clone()])?;
             read(self, After::Attn, b.layer, &mut out)?;
-            crate::gpu::ops::run(self.gpu, &self.plan.dispatches[b.ffn.clone()])?;
+            crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[b.ffn.clone()])?;
             if b.moe {
                 read(self, After::MoeFfn, b.layer, &mut out)?;
             }
             read(self, After::Ffn, b.layer, &mut out)?;
         }
         let head = blocks.last().map_or(0, |b| b.ffn.end)..self.plan.dispatches.len();
-        crate::gpu::ops::run(self.gpu, &self.plan.dispatches[head])?;
+        crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[head])?;
         let n = self.model.config.n_vocab;
         out.push((
             "result_output".into(),

@@ -127,6 +127,11 @@ pub const KERNELS: &[KernelDef] = &[
         )],
     },
     KernelDef {
+        name: "attention_head",
+        parts: &["attention_head.wgsl", "step.wgsl"],
+        overrides: &[],
+    },
+    KernelDef {
         name: "router",
         parts: &["router.wgsl"],
         overrides: &[],

@@ -62,12 +62,28 @@ pub struct BlockRange {
 }
 
 pub struct Plan {
+    /// A token's dispatches once the context is longer than
+    /// `ops::SHORT_ATTENTION_MAX` (`at` picks).
     pub dispatches: Vec<Dispatch>,
+    /// The same with the short-context attention (attention_head.wgsl) in
+    /// each attention slot: the same buffers, so the same barriers.
+    pub short: Vec<Dispatch>,
     pub blocks: Vec<BlockRange>,
     /// Where the output head (result norm, head matvec, top-k) starts in
     /// `dispatches`: prefill runs it after its own layer stack.
     pub head_start: usize,
     pub io: Io,
+}
+
+impl Plan {
+    /// The dispatches of a token that attends over `n_pos` positions.
+    pub fn at(&self, n_pos: usize) -> &[Dispatch] {
+        if n_pos <= ops::SHORT_ATTENTION_MAX {
+            &self.short
+        } else {
+            &self.dispatches
+        }
+    }
 }
 
 /// Check that the kernels handle `model`'s shapes and that an `n_ctx`-token
@@ -166,6 +182,8 @@ pub fn build(
     };
     let kv_params = b.uniform("kv_append", &ops::KvAppendParams::new(c));
     let attn_params = b.uniform("attention", &ops::AttentionParams::new(c, n_split));
+    let head_params = b.uniform("attention_head", &ops::AttentionHeadParams::new(c, n_split));
+    let mut short_attn = Vec::new();
     let router_params = b.uniform("router", &ops::RouterParams::new(c));
     let n_head = c.n_head as u32;
     let token = scratch("token", &[1])?;
@@ -246,6 +264,18 @@ pub fn build(
         )?;
         let attn = [&attn_params, &step, &q_abs, &q, cache, &o_part, &ml];
         let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
+        short_attn.push((
+            b.out.len(),
+            Dispatch::new(
+                gpu,
+                pipes,
+                Kernel::AttentionHead,
+                &[],
+                &[&head_params, &step, &q_abs, &q, cache, &o_part, &ml],
+                [n_split, n_head, 1],
+            )?
+            .named(format!("blk.{il}.attention")),
+        ));
         b.out.push(
             ops::attention(gpu, pipes, c.n_lora_kv, &attn, grid)?
                 .named(format!("blk.{il}.attention")),
@@ -420,8 +450,13 @@ pub fn build(
     )?
     .named("topk2");
     b.out.extend([d1, d2]);
+    let mut short = b.out.clone();
+    for (i, d) in short_attn {
+        short[i] = d;
+    }
     Ok(Plan {
         dispatches: b.out,
+        short,
         blocks,
         head_start,
         io: Io {
