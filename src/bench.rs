@@ -117,9 +117,9 @@ pub fn read_bandwidth(gpu: &Gpu) -> Result<f64> {
         .clamp(16 << 20, 1 << 30)
         & !255;
     let pipes = Pipelines::new(gpu, &gpu.caps)?;
-    let src = gpu.scratch("read_bandwidth.src", size);
+    let src = gpu.scratch("read_bandwidth.src", size)?;
     let n_wg = 4096u32;
-    let out = gpu.scratch("read_bandwidth.out", 4 * n_wg as u64);
+    let out = gpu.scratch("read_bandwidth.out", 4 * n_wg as u64)?;
     let params = gpu.uniform(
         "read_bandwidth",
         &ReadParams {

@@ -7,7 +7,7 @@ use crate::engine::Candidates;
 use crate::error::{Error, Result};
 use crate::session::Session;
 pub use crate::session::Stop;
-use crate::tokenizer::{render_chat, ChatMessage};
+use crate::tokenizer::{render_chat_parts, ChatMessage, ChatPart};
 
 /// One assistant reply.
 #[derive(Clone, Debug)]
@@ -63,7 +63,9 @@ impl<'a> Chat<'a> {
 
     /// The template text this user message adds: the whole prompt on the
     /// first turn, only the new user turn and assistant prefix after it.
-    fn turn_text(&self, user: &str) -> String {
+    /// Message text stays apart from the markers, so it is encoded as
+    /// plain text (a user cannot type a turn marker into the conversation).
+    fn turn_parts(&self, user: &str) -> Vec<ChatPart> {
         let user_msg = [ChatMessage::user(user)];
         if self.session.history().is_empty() {
             let mut msgs = Vec::new();
@@ -71,10 +73,13 @@ impl<'a> Chat<'a> {
                 msgs.push(ChatMessage::system(s.clone()));
             }
             msgs.extend(user_msg);
-            render_chat(&msgs, true, self.thinking)
+            render_chat_parts(&msgs, true, self.thinking)
         } else {
-            let full = render_chat(&user_msg, true, self.thinking);
-            full.trim_start_matches("[gMASK]<sop>").to_string()
+            let mut parts = render_chat_parts(&user_msg, true, self.thinking);
+            if let Some(first) = parts.first_mut() {
+                first.text = first.text.trim_start_matches("[gMASK]<sop>").to_string();
+            }
+            parts
         }
     }
 
@@ -89,7 +94,7 @@ impl<'a> Chat<'a> {
         let ids = self
             .session
             .tokenizer()
-            .encode(&self.turn_text(user), true)?;
+            .encode_chat(&self.turn_parts(user))?;
         if self.session.pos() + ids.len() >= self.session.n_ctx() {
             return Err(Error::ContextFull {
                 n_ctx: self.session.n_ctx(),

@@ -48,6 +48,20 @@ impl Error {
     }
 }
 
+/// Logits must be finite: a NaN or an infinity means the file's weights
+/// (or, past the checks at load, its hyperparameters) are corrupt, and
+/// sampling from them would be garbage.
+pub(crate) fn check_finite(logits: &[f32]) -> Result<()> {
+    match logits.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::Model(format!(
+            "the model computed a non-finite logit ({} for token {i}); its weights or \
+             hyperparameters are corrupt (re-download or re-convert the file)",
+            logits[i]
+        ))),
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

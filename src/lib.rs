@@ -15,7 +15,7 @@
 //! use glmw::{LoadOptions, Runtime, SamplerOptions};
 //!
 //! fn main() -> glmw::Result<()> {
-//!     let opts = LoadOptions { n_ctx: 8192, ..Default::default() };
+//!     let opts = LoadOptions { n_ctx: Some(8192), ..Default::default() };
 //!     let rt = Runtime::load("GLM-4.7-Flash-Q4_0.gguf", opts, &mut |done, total| {
 //!         eprint!("\r{} / {} MB", done >> 20, total >> 20);
 //!     })?;

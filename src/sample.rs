@@ -162,7 +162,10 @@ impl Sampler {
                 } else {
                     l * o.repeat_penalty
                 };
-                (id, l - n as f32 * o.frequency_penalty - o.presence_penalty)
+                let l = l - n as f32 * o.frequency_penalty - o.presence_penalty;
+                // Extreme (finite) penalties saturate instead of reaching an
+                // infinity, whose differences are NaN in the softmax below.
+                (id, l.clamp(f32::MIN, f32::MAX))
             })
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -22,6 +22,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::engine::{Candidates, Engine, EngineOptions, Resident, DEFAULT_UBATCH};
 use crate::error::{Error, Result};
@@ -30,13 +31,17 @@ use crate::model::{Config, Model};
 use crate::sample::{Sampler, SamplerOptions};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
+mod stops;
+use stops::StopStrings;
+
 /// How to load a model.
 #[derive(Clone, Copy, Debug)]
 pub struct LoadOptions {
     /// Which GPU backend and kernel variant (`no_subgroups`).
     pub gpu: GpuOptions,
-    /// Context length (KV cache rows) of each session.
-    pub n_ctx: usize,
+    /// Context length (KV cache rows) of each session; `None` takes
+    /// [`default_n_ctx`].
+    pub n_ctx: Option<usize>,
     /// Most prompt tokens prefilled at once.
     pub ubatch: usize,
 }
@@ -45,10 +50,16 @@ impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             gpu: GpuOptions::default(),
-            n_ctx: 4096,
+            n_ctx: None,
             ubatch: DEFAULT_UBATCH,
         }
     }
+}
+
+/// The context a session gets when none is asked for: 4096 tokens, or the
+/// model's training context if that is shorter.
+pub fn default_n_ctx(config: &Config) -> usize {
+    4096.min(config.n_ctx_train.max(1))
 }
 
 /// A model, its tokenizer and its weights resident on one GPU.
@@ -57,7 +68,7 @@ pub struct Runtime {
     tokenizer: Tokenizer,
     gpu: Gpu,
     resident: Resident,
-    opts: LoadOptions,
+    opts: EngineOptions,
 }
 
 impl Runtime {
@@ -78,14 +89,21 @@ impl Runtime {
         Self::from_model(crate::builtin::model()?, opts, progress)
     }
 
-    fn from_model(
+    /// A model already opened (`Model::open`, `builtin::model`), loaded as
+    /// `load` does.
+    pub fn from_model(
         model: Model,
         opts: LoadOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Runtime> {
         let tokenizer = Tokenizer::from_gguf(&model.file)?;
         let gpu = Gpu::new(opts.gpu)?;
-        let resident = Resident::upload(&model, &gpu, &engine_options(&opts), progress)?;
+        let opts = EngineOptions {
+            n_ctx: opts.n_ctx.unwrap_or_else(|| default_n_ctx(&model.config)),
+            ubatch: opts.ubatch,
+            ..Default::default()
+        };
+        let resident = Resident::upload(&model, &gpu, &opts, progress)?;
         Ok(Runtime {
             model,
             tokenizer,
@@ -95,15 +113,15 @@ impl Runtime {
         })
     }
 
-    /// A new session with an empty KV cache of `LoadOptions::n_ctx` tokens.
+    /// A new session with an empty KV cache of `n_ctx` tokens.
     pub fn session(&self, sampling: SamplerOptions) -> Result<Session<'_>> {
-        let engine = Engine::open(
-            &self.model,
-            &self.gpu,
-            &self.resident,
-            engine_options(&self.opts),
-        )?;
+        let engine = Engine::open(&self.model, &self.gpu, &self.resident, self.opts)?;
         Session::new(engine, &self.tokenizer, sampling)
+    }
+
+    /// Each session's context length (`LoadOptions::n_ctx` or the default).
+    pub fn n_ctx(&self) -> usize {
+        self.opts.n_ctx
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -118,13 +136,11 @@ impl Runtime {
     pub fn adapter(&self) -> String {
         format!("{} ({:?})", self.gpu.info.name, self.gpu.info.backend)
     }
-}
 
-fn engine_options(o: &LoadOptions) -> EngineOptions {
-    EngineOptions {
-        n_ctx: o.n_ctx,
-        ubatch: o.ubatch,
-        ..Default::default()
+    /// The kernel variant the weights were loaded for ("subgroup" or
+    /// "shared-memory").
+    pub fn kernels(&self) -> &'static str {
+        self.gpu.caps.variant.name()
     }
 }
 
@@ -139,10 +155,34 @@ pub enum Stop {
     Cancelled,
     /// The context is full: `reset` to go on.
     ContextFull,
+    /// The text reached a stop string (`Session::set_stop_strings`).
+    StopString,
 }
 
-/// One generated token and the text it completes (empty while a UTF-8
-/// character is split across tokens).
+/// Where a session's time went, as llama.cpp's context timings count it:
+/// tokens prefilled (`feed`) and tokens generated (sampled and decoded),
+/// with the seconds each took. Zeroed by `reset`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Perf {
+    pub prompt_tokens: usize,
+    pub prompt_s: f64,
+    pub gen_tokens: usize,
+    pub gen_s: f64,
+}
+
+impl Perf {
+    pub fn prompt_tok_s(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prompt_s.max(1e-9)
+    }
+
+    pub fn gen_tok_s(&self) -> f64 {
+        self.gen_tokens as f64 / self.gen_s.max(1e-9)
+    }
+}
+
+/// One generated token and the text it releases: empty while a UTF-8
+/// character is split across tokens, or while the text may still become a
+/// stop string (`Session::held_text`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Token {
     pub id: u32,
@@ -174,6 +214,11 @@ pub struct Session<'a> {
     history: Vec<u32>,
     cancel: CancelHandle,
     stop: Option<Stop>,
+    stops: StopStrings,
+    /// A generated token did not fit the full context: it was returned but
+    /// not fed, so nothing more can be generated until `reset`.
+    full: bool,
+    perf: Perf,
 }
 
 impl<'a> Session<'a> {
@@ -197,13 +242,31 @@ impl<'a> Session<'a> {
             history: Vec::new(),
             cancel: CancelHandle::default(),
             stop: None,
+            stops: StopStrings::default(),
+            full: false,
+            perf: Perf::default(),
         })
     }
 
-    /// Tokenize `text` (special tokens such as `<|user|>` are recognised)
-    /// and feed it; returns the number of tokens.
-    pub fn feed_text(&mut self, text: &str) -> Result<usize> {
+    /// The ids `feed_text` would feed now: `text` tokenized (special
+    /// tokens such as `<|user|>` are recognised), and at the start of the
+    /// sequence with the model's prompt prefix (`Tokenizer::prompt_prefix`,
+    /// `[gMASK]<sop>` for GLM) unless the text begins with it.
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
         let ids = self.tok.encode(text, true)?;
+        Ok(match self.history.is_empty() {
+            true => self.tok.with_prompt_prefix(ids),
+            false => ids,
+        })
+    }
+
+    /// Tokenize `text` as `tokenize` does and feed it; returns the number
+    /// of tokens fed. Special-token text is read as those tokens: this is
+    /// the caller's own prompt, as llama.cpp reads one. For text that comes
+    /// from users, use `chat::Chat`, or `Tokenizer::encode_chat` and
+    /// `feed`, which keep it from being read as markers.
+    pub fn feed_text(&mut self, text: &str) -> Result<usize> {
+        let ids = self.tokenize(text)?;
         self.feed(&ids)?;
         Ok(ids.len())
     }
@@ -214,58 +277,118 @@ impl<'a> Session<'a> {
         if tokens.is_empty() {
             return Ok(());
         }
+        let t0 = Instant::now();
         self.cands = self.engine.prefill(tokens)?;
+        self.fed(tokens, t0);
+        Ok(())
+    }
+
+    /// Feed `tokens` and return the logits after each of them (row i, of
+    /// n_vocab floats, predicts the token after `tokens[i]`): perplexity's
+    /// path. Generation may follow as after `feed`.
+    pub fn feed_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let t0 = Instant::now();
+        let rows = self.engine.prefill_all_logits(tokens)?;
+        let n_vocab = self.engine.model.config.n_vocab;
+        let last = &rows[rows.len() - n_vocab..];
+        self.cands = top_candidates(last, self.sampler.candidates());
+        self.fed(tokens, t0);
+        Ok(rows)
+    }
+
+    fn fed(&mut self, tokens: &[u32], t0: Instant) {
         for &t in tokens {
             self.history.push(t);
             self.sampler.accept(t);
         }
-        Ok(())
+        self.perf.prompt_tokens += tokens.len();
+        self.perf.prompt_s += t0.elapsed().as_secs_f64();
+    }
+
+    /// Generation stops when the text reaches one of `stops`; the stop
+    /// string and what follows it are never returned, and text that may
+    /// still become one is held back (`held_text`). Empty strings are
+    /// ignored, as llama.cpp does.
+    pub fn set_stop_strings(&mut self, stops: &[String]) {
+        self.stops = StopStrings::new(stops);
+    }
+
+    /// Text generated but not yet returned in a `Token` because it could
+    /// begin a stop string; print it once generation has ended.
+    pub fn held_text(&self) -> &str {
+        self.stops.held()
     }
 
     /// Sample the next token, feed it back and return it; `None` when
     /// generation stops (`stop` says why). Decoding needs something fed
     /// first.
     pub fn next_token(&mut self) -> Result<Option<Token>> {
-        if self.cancel.0.swap(false, Ordering::SeqCst) {
-            self.stop = Some(Stop::Cancelled);
+        if let Some(why) = self.stopped()? {
+            self.stop = Some(why);
             return Ok(None);
+        }
+        let t0 = Instant::now();
+        let id = self.sampler.sample(&self.cands)?;
+        if self.tok.is_eog(id) {
+            self.stop = Some(Stop::EndOfTurn);
+            return Ok(None);
+        }
+        self.sampler.accept(id);
+        match self.engine.step(id) {
+            Ok(c) => {
+                self.cands = c;
+                self.history.push(id);
+                self.perf.gen_tokens += 1;
+                self.perf.gen_s += t0.elapsed().as_secs_f64();
+            }
+            // The token is still the model's answer; it just cannot be fed.
+            Err(Error::ContextFull { .. }) => self.full = true,
+            Err(e) => return Err(e),
+        }
+        let piece = self.decoder.push(id)?;
+        let text = self.stops.push(&piece);
+        Ok(Some(Token { id, text }))
+    }
+
+    /// Why no token can be generated now, if so.
+    fn stopped(&mut self) -> Result<Option<Stop>> {
+        if self.cancel.0.swap(false, Ordering::SeqCst) {
+            return Ok(Some(Stop::Cancelled));
+        }
+        if self.stops.take_hit() {
+            return Ok(Some(Stop::StopString));
+        }
+        if self.full {
+            return Ok(Some(Stop::ContextFull));
         }
         if self.history.is_empty() {
             return Err(Error::InvalidArgument(
                 "feed a prompt before generating".into(),
             ));
         }
-        let id = self.sampler.sample(&self.cands)?;
-        if self.tok.is_eog(id) {
-            self.stop = Some(Stop::EndOfTurn);
-            return Ok(None);
-        }
-        match self.engine.step(id) {
-            Ok(c) => self.cands = c,
-            Err(Error::ContextFull { .. }) => {
-                self.stop = Some(Stop::ContextFull);
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        }
-        self.history.push(id);
-        self.sampler.accept(id);
-        let text = self.decoder.push(id)?;
-        Ok(Some(Token { id, text }))
+        Ok(None)
     }
 
-    /// An iterator over up to `max` generated tokens.
+    /// An iterator over up to `max` generated tokens. An error (nothing
+    /// fed yet, a GPU failure, corrupt logits) is yielded once and ends
+    /// the iteration, so `for t in s.tokens(n)` never spins on it.
     pub fn tokens(&mut self, max: usize) -> Tokens<'_, 'a> {
         self.stop = None;
+        self.stops.restart();
         self.cancel.0.store(false, Ordering::SeqCst);
         Tokens {
             session: self,
             left: max,
+            failed: false,
         }
     }
 
     /// Generate up to `max` tokens, calling `on_token` with each; it returns
-    /// false to stop. Returns the generated text and why it stopped.
+    /// false to stop. Returns the generated text (held-back text included)
+    /// and why it stopped.
     pub fn generate(
         &mut self,
         max: usize,
@@ -281,6 +404,7 @@ impl<'a> Session<'a> {
                 break;
             }
         }
+        text.push_str(self.held_text());
         Ok((text, self.stop.unwrap_or(Stop::Length)))
     }
 
@@ -302,6 +426,9 @@ impl<'a> Session<'a> {
         self.sampler = Sampler::new(self.opts)?;
         self.decoder = self.tok.stream_decoder();
         self.stop = None;
+        self.stops.restart();
+        self.full = false;
+        self.perf = Perf::default();
         Ok(())
     }
 
@@ -327,24 +454,55 @@ impl<'a> Session<'a> {
     pub fn tokenizer(&self) -> &'a Tokenizer {
         self.tok
     }
+
+    /// Prompt and generation timings since the last reset.
+    pub fn perf(&self) -> Perf {
+        self.perf
+    }
+
+    /// GPU dispatches recorded per generated token.
+    pub fn dispatches_per_token(&self) -> usize {
+        self.engine.dispatches_per_token()
+    }
+}
+
+/// The `k` largest logits as candidates, best first (ties to the lower id).
+fn top_candidates(logits: &[f32], k: usize) -> Candidates {
+    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+    idx.sort_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
+    idx.into_iter()
+        .take(k)
+        .map(|i| (i, logits[i as usize]))
+        .collect()
 }
 
 /// Generated tokens, pulled one at a time (`Session::tokens`); ends at an
-/// end-of-turn token, a full context, cancellation or the token limit.
+/// end-of-turn token, a full context, cancellation, the token limit, or
+/// after yielding an error.
 pub struct Tokens<'s, 'a> {
     session: &'s mut Session<'a>,
     left: usize,
+    failed: bool,
 }
 
 impl Iterator for Tokens<'_, '_> {
     type Item = Result<Token>;
 
     fn next(&mut self) -> Option<Result<Token>> {
+        if self.failed {
+            return None;
+        }
         if self.left == 0 {
             self.session.stop.get_or_insert(Stop::Length);
             return None;
         }
         self.left -= 1;
-        self.session.next_token().transpose()
+        let next = self.session.next_token().transpose();
+        self.failed = matches!(next, Some(Err(_)));
+        next
     }
 }

@@ -5,8 +5,7 @@
 mod common;
 
 use glmw::chat::{Chat, Stop};
-use glmw::engine::{Engine, EngineOptions};
-use glmw::model::Model;
+use glmw::engine::EngineOptions;
 use glmw::sample::SamplerOptions;
 use glmw::tokenizer::Tokenizer;
 
@@ -19,13 +18,12 @@ fn greedy() -> SamplerOptions {
 
 #[test]
 fn second_turn_feeds_only_its_own_text() {
-    let model = Model::open(common::tiny_model()).unwrap();
-    let tok = Tokenizer::from_gguf(&model.file).unwrap();
+    let tok = Tokenizer::from_gguf(&common::tiny().file).unwrap();
     let opts = EngineOptions {
         n_ctx: 256,
         ..Default::default()
     };
-    let engine = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let engine = common::tiny_engine(opts);
     let session = glmw::Session::new(engine, &tok, greedy()).unwrap();
     let mut chat = Chat::new(session, Some("Be brief.".into()), true).unwrap();
     let mut streamed = String::new();
@@ -52,7 +50,7 @@ fn second_turn_feeds_only_its_own_text() {
     assert_eq!(&chat.history()[before..before + delta.len()], &delta[..]);
 
     // The chat's cache state equals a fresh engine fed the whole history.
-    let mut fresh = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let mut fresh = common::tiny_engine(opts);
     let mut last = Vec::new();
     for &t in chat.history() {
         last = fresh.step(t).unwrap();
@@ -62,13 +60,12 @@ fn second_turn_feeds_only_its_own_text() {
 
 #[test]
 fn a_reply_can_be_cancelled() {
-    let model = Model::open(common::tiny_model()).unwrap();
-    let tok = Tokenizer::from_gguf(&model.file).unwrap();
+    let tok = Tokenizer::from_gguf(&common::tiny().file).unwrap();
     let opts = EngineOptions {
         n_ctx: 128,
         ..Default::default()
     };
-    let engine = Engine::load(&model, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let engine = common::tiny_engine(opts);
     let session = glmw::Session::new(engine, &tok, greedy()).unwrap();
     let mut chat = Chat::new(session, None, false).unwrap();
     let mut n = 0;

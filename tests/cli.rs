@@ -161,3 +161,79 @@ fn builtin_model_without_model_flag() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("glmw-tiny (built in"), "{}", stderr(&o));
 }
+
+/// Wait for `child` at most `secs`; a hang kills it and fails.
+fn wait_bounded(mut child: std::process::Child, secs: u64) -> Output {
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() > secs {
+            child.kill().unwrap();
+            panic!("glmw still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_fifo_is_not_read_as_a_prompt_or_text_file() {
+    let dir = common::temp_dir("cli-fifo");
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let f = fifo.to_str().unwrap();
+    for args in [
+        vec!["generate", "--prompt-file", f, "-n", "1"],
+        vec!["perplexity", "-f", f, "--ctx", "8"],
+    ] {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_glmw"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = wait_bounded(child, 30);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&o).contains("not a regular file"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn perplexity_rejects_bad_sizes_with_true_numbers() {
+    let dir = common::temp_dir("cli-ppl-args");
+    let f = dir.join("t.txt");
+    std::fs::write(&f, "In the beginning God created the heaven and the earth.").unwrap();
+    let f = f.to_str().unwrap();
+    let o = glmw(&["perplexity", "-f", f, "--ctx", "9223372036854775808"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("needs at least 18446744073709551616"),
+        "{}",
+        stderr(&o)
+    );
+    let o = glmw(&["perplexity", "-f", f, "--ubatch", "0", "--backend", "cpu"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--ubatch"), "{}", stderr(&o));
+}
+
+#[test]
+fn cpu_logits_warns_about_long_inputs() {
+    let few = glmw(&["logits", "--tokens", "2014,2016,296"]);
+    assert!(few.status.success(), "{}", stderr(&few));
+    assert!(!stderr(&few).contains("warning"), "{}", stderr(&few));
+    let ids: Vec<String> = (0..65).map(|i| (300 + i).to_string()).collect();
+    let many = glmw(&["logits", "--tokens", &ids.join(",")]);
+    assert!(many.status.success(), "{}", stderr(&many));
+    assert!(
+        stderr(&many).contains("warning: the CPU reference runs 65 tokens"),
+        "{}",
+        stderr(&many)
+    );
+}

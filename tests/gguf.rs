@@ -3,7 +3,7 @@
 
 mod common;
 
-use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value, ValueType};
+use glmw::gguf::{Array, GgufFile, GgufWriter, TensorSpec, Value, ValueType};
 use glmw::quant::GgmlType;
 use glmw::Error;
 
@@ -265,23 +265,25 @@ fn writer_round_trips_every_value_type() {
         ("a.u64".into(), Value::U64(u64::MAX)),
         ("a.i64".into(), Value::I64(i64::MIN)),
         ("a.f64".into(), Value::F64(-2.5e300)),
-        ("a.empty".into(), Value::Array(ValueType::U8, vec![])),
+        ("a.empty".into(), Value::Array(Array::new(ValueType::U8))),
         (
             "a.strs".into(),
-            Value::Array(
-                ValueType::Str,
-                vec![Value::Str("x y".into()), Value::Str(String::new())],
-            ),
+            Value::Array(Array::Str(["x y", ""].into_iter().collect())),
         ),
         (
             "a.nested".into(),
-            Value::Array(
-                ValueType::Array,
-                vec![
-                    Value::Array(ValueType::I32, vec![Value::I32(1), Value::I32(-2)]),
-                    Value::Array(ValueType::Str, vec![Value::Str("z".into())]),
-                ],
-            ),
+            Value::Array(Array::Array(vec![
+                Array::I32(vec![1, -2]),
+                Array::Str(["z"].into_iter().collect()),
+            ])),
+        ),
+        (
+            "a.floats".into(),
+            Value::array(ValueType::F64, vec![Value::F64(0.5), Value::F64(-1e300)]).unwrap(),
+        ),
+        (
+            "a.bools".into(),
+            Value::Array(Array::Bool(vec![true, false])),
         ),
         ("general.alignment".into(), Value::U32(64)),
     ];
@@ -362,5 +364,40 @@ fn truncation_and_corruption_never_panic() {
         b[pos] ^= (x >> 32) as u8 | 1;
         b.extend_from_slice(&bytes[header..]);
         let _ = GgufFile::from_bytes(b);
+    }
+}
+
+/// Issue 12: metadata arrays are stored packed, so a file whose metadata is
+/// one huge array costs about its own size, not 32 bytes per element.
+#[test]
+fn metadata_memory_stays_near_its_size_in_the_file() {
+    let n = 8 << 20;
+    for (key, value) in [
+        ("big.u8", Value::Array(Array::U8(vec![7; n]))),
+        (
+            "big.strs",
+            Value::Array(Array::Str((0..n / 8).map(|_| "").collect())),
+        ),
+        (
+            "big.nested",
+            Value::Array(Array::Array(vec![Array::new(ValueType::I32); n / 16])),
+        ),
+    ] {
+        let md = vec![(key.to_string(), value.clone())];
+        let bytes = GgufWriter::new(Vec::new(), "mem".into(), &md, &[])
+            .unwrap()
+            .finish()
+            .unwrap();
+        let len = bytes.len();
+        let f = GgufFile::from_bytes(bytes).unwrap();
+        assert_eq!(f.get(key), Some(&value));
+        // An empty inner array is 12 bytes in the file and a 56-byte
+        // `Array` here: the worst case. Flat arrays cost about 1x.
+        let held = f.metadata_heap_bytes();
+        let factor = if key == "big.nested" { 5 } else { 2 };
+        assert!(
+            held <= factor * len + (64 << 10),
+            "{key}: {held} bytes held for {len} bytes of file"
+        );
     }
 }

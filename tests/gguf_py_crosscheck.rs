@@ -227,7 +227,7 @@ fn node_value(node: &Json) -> Value {
             }
         })
         .collect();
-    Value::Array(value_type(elem), items)
+    Value::array(value_type(elem), items).unwrap()
 }
 
 /// Equality that tells -0.0 from 0.0 (Value's PartialEq does not).
@@ -235,8 +235,10 @@ fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::F32(x), Value::F32(y)) => x.to_bits() == y.to_bits(),
         (Value::F64(x), Value::F64(y)) => x.to_bits() == y.to_bits(),
-        (Value::Array(ta, xa), Value::Array(tb, xb)) => {
-            ta == tb && xa.len() == xb.len() && xa.iter().zip(xb).all(|(x, y)| same(x, y))
+        (Value::Array(xa), Value::Array(xb)) => {
+            xa.elem_type() == xb.elem_type()
+                && xa.len() == xb.len()
+                && (0..xa.len()).all(|i| same(&xa.get(i).unwrap(), &xb.get(i).unwrap()))
         }
         _ => a == b,
     }

@@ -35,10 +35,6 @@ const ROPE_BASE: f32 = 1_000_000.0;
 /// f16 NaN in both halves of a cache word.
 const NAN_PAIR: u32 = 0x7E00_7E00;
 
-fn read_u32(b: &wgpu::Buffer, n: usize) -> Vec<u32> {
-    bytemuck::pod_collect_to_vec(&common::gpu().read(b, 4 * n as u64).unwrap())
-}
-
 fn halves(words: &[u32]) -> Vec<f32> {
     words
         .iter()
@@ -62,7 +58,7 @@ fn kv_append_matches_reference() {
             .iter()
             .map(|v| 1.0 + v)
             .collect();
-        let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+        let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
         let pb = gpu.uniform(
             "p",
             &ops::KvAppendParams {
@@ -73,12 +69,16 @@ fn kv_append_matches_reference() {
             },
         );
         for pipes in common::pipelines() {
-            let cache = gpu.storage(
-                "cache",
-                bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
-            );
-            let ckv_b = gpu.scratch("ckv", 4 * row as u64);
-            let step_b = gpu.storage("step", bytemuck::bytes_of(&Step::new(0, &[])));
+            let cache = gpu
+                .storage(
+                    "cache",
+                    bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
+                )
+                .unwrap();
+            let ckv_b = gpu.scratch("ckv", 4 * row as u64).unwrap();
+            let step_b = gpu
+                .storage("step", bytemuck::bytes_of(&Step::new(0, &[])))
+                .unwrap();
             let bufs = [&pb, &step_b, &ckv_b, &gb, &cache];
             let d = Dispatch::new(gpu, pipes, Kernel::KvAppend, &[], &bufs, [1, 1, 1]).unwrap();
             let mut want = vec![None; n_ctx];
@@ -99,7 +99,7 @@ fn kv_append_matches_reference() {
                 r.extend(pe);
                 want[pos] = Some(r);
             }
-            let words = read_u32(&cache, n_ctx * row / 2);
+            let words = common::read_u32(&cache, n_ctx * row / 2);
             for (pos, w) in want.iter().enumerate() {
                 let got = &words[pos * row / 2..(pos + 1) * row / 2];
                 let Some(w) = w else {
@@ -284,8 +284,10 @@ fn attention_and_combine_match_f64_softmax() {
                 eye[(h * s.n_kv + j) * s.n_kv + j] = 1.0;
             }
         }
-        let eye = gpu.storage("identity", bytemuck::cast_slice(&eye));
-        let ids0 = gpu.storage("sel", bytemuck::cast_slice(&[0u32; 4]));
+        let eye = gpu.storage("identity", bytemuck::cast_slice(&eye)).unwrap();
+        let ids0 = gpu
+            .storage("sel", bytemuck::cast_slice(&[0u32; 4]))
+            .unwrap();
         for (ri, &(n_pos, n_split, q_std)) in runs.iter().enumerate() {
             let seed = 100 * ci as u64 + 10 * ri as u64;
             let q_abs = common::randn(s.n_head * s.n_kv, q_std, seed + 1);
@@ -297,12 +299,12 @@ fn attention_and_combine_match_f64_softmax() {
             let stride = (n_split + 2).min(ops::MAX_SPLITS);
             let mut cw = words.clone();
             cw[n_pos * row / 2..].fill(NAN_PAIR);
-            let cache = gpu.storage("cache", bytemuck::cast_slice(&cw));
+            let cache = gpu.storage("cache", bytemuck::cast_slice(&cw)).unwrap();
             let mut st = Step::new(n_pos - 1, &cs);
             st.n_split = n_split;
-            let step = gpu.storage("step", bytemuck::bytes_of(&st));
-            let qab = gpu.storage("q_abs", bytemuck::cast_slice(&q_abs));
-            let qb = gpu.storage("q", bytemuck::cast_slice(&q));
+            let step = gpu.storage("step", bytemuck::bytes_of(&st)).unwrap();
+            let qab = gpu.storage("q_abs", bytemuck::cast_slice(&q_abs)).unwrap();
+            let qb = gpu.storage("q", bytemuck::cast_slice(&q)).unwrap();
             let ap = gpu.uniform(
                 "p",
                 &ops::AttentionParams {
@@ -317,7 +319,10 @@ fn attention_and_combine_match_f64_softmax() {
             let mv = combine_spec(s, stride);
             let mvp = gpu.uniform("p", &mv.params);
             for pipes in common::pipelines() {
-                let nan = |n: usize| gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]));
+                let nan = |n: usize| {
+                    gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
+                        .unwrap()
+                };
                 let parts = s.n_head * stride as usize;
                 let (o, ml, out) = (
                     nan(parts * s.n_kv),
@@ -402,7 +407,7 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
             .zip(&cs)
             .map(|(&n, cs)| Step::new(n - 1, cs).one_split())
             .collect();
-        let store = |v: &[u8]| gpu.storage("in", v);
+        let store = |v: &[u8]| gpu.storage("in", v).unwrap();
         let (cache, step, qab, qb) = (
             store(bytemuck::cast_slice(&words)),
             store(bytemuck::cast_slice(&steps)),
@@ -422,7 +427,10 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
         );
         let heads = n_tok * s.n_head;
         for pipes in common::pipelines() {
-            let nan = |n: usize| gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]));
+            let nan = |n: usize| {
+                gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
+                    .unwrap()
+            };
             let (o, ml) = (nan(heads * s.n_kv + 1), nan(heads * 2 + 1));
             let grid = [1, ops::attention_head_blocks(s.n_head), n_tok as u32];
             let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
@@ -526,7 +534,7 @@ fn router_matches_reference() {
             eps: c.rms_eps,
             _pad: 0,
         };
-        let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v));
+        let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v)).unwrap();
         let (pb, xb, gb, wb, bb) = (
             gpu.uniform("p", &p),
             store(&x),
@@ -537,7 +545,9 @@ fn router_matches_reference() {
         for pipes in common::pipelines() {
             let k = c.n_expert_used;
             let (hb, swb) = (store(&vec![f32::NAN; n + 1]), store(&vec![f32::NAN; k + 1]));
-            let sb = gpu.storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]));
+            let sb = gpu
+                .storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
+                .unwrap();
             let bufs = [&pb, &xb, &gb, &wb, &bb, &hb, &sb, &swb];
             let d = Dispatch::new(gpu, pipes, Kernel::Router, &[], &bufs, [1, 1, 1]).unwrap();
             ops::run(gpu, &[d]).unwrap();
@@ -545,7 +555,7 @@ fn router_matches_reference() {
                 "{:?} router case {ci} ({ne} experts, top {k}, {:?})",
                 pipes.variant, c.gating
             );
-            let sel = read_u32(&sb, k + 1);
+            let sel = common::read_u32(&sb, k + 1);
             let sel: Vec<usize> = sel.iter().map(|&e| e as usize).collect();
             assert_eq!(sel[..k], sel_want[..], "{tag}: selected experts");
             assert_eq!(sel[k], 0xDEAD_BEEF, "{tag}: wrote past n_used");
@@ -617,15 +627,23 @@ fn topk_two_passes_match_sort() {
             })
             .collect();
         let want = top_k(&v, &ids, k);
-        let vb = gpu.storage("logits", bytemuck::cast_slice(&v));
+        let vb = gpu.storage("logits", bytemuck::cast_slice(&v)).unwrap();
         let (pb1, pb2) = (gpu.uniform("p1", &p1), gpu.uniform("p2", &p2));
-        let unused = gpu.scratch("unused", 16);
+        let unused = gpu.scratch("unused", 16).unwrap();
         for pipes in common::pipelines() {
             let nc = n_wg as usize * k;
-            let c1v = gpu.storage("c1v", bytemuck::cast_slice(&vec![f32::NAN; nc + 1]));
-            let c1i = gpu.storage("c1i", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; nc + 1]));
-            let cv = gpu.storage("cv", bytemuck::cast_slice(&vec![f32::NAN; k + 1]));
-            let cidx = gpu.storage("ci", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]));
+            let c1v = gpu
+                .storage("c1v", bytemuck::cast_slice(&vec![f32::NAN; nc + 1]))
+                .unwrap();
+            let c1i = gpu
+                .storage("c1i", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; nc + 1]))
+                .unwrap();
+            let cv = gpu
+                .storage("cv", bytemuck::cast_slice(&vec![f32::NAN; k + 1]))
+                .unwrap();
+            let cidx = gpu
+                .storage("ci", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
+                .unwrap();
             let d1 = Dispatch::new(
                 gpu,
                 pipes,
@@ -646,7 +664,7 @@ fn topk_two_passes_match_sort() {
             let tag = format!("{:?} topk n={n} n_wg={n_wg} k={k}", pipes.variant);
             let got = |vb: &wgpu::Buffer, ib: &wgpu::Buffer, m: usize| -> Vec<(f32, u32)> {
                 let v = gpu.read_f32(vb, m + 1).unwrap();
-                let i = read_u32(ib, m + 1);
+                let i = common::read_u32(ib, m + 1);
                 assert!(
                     v[m].is_nan() && i[m] == 0xDEAD_BEEF,
                     "{tag}: wrote past its candidates"

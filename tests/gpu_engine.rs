@@ -7,18 +7,12 @@ mod common;
 
 use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::Variant;
-use glmw::model::Model;
 use glmw::reference::{ops::rel_l2, MlaForm, Reference};
 
 /// Logits vs the f32 reference. The GPU keeps the KV cache in f16 (as
 /// llama.cpp does), which dominates the difference; f32 accumulation
 /// elsewhere.
 const LOGITS_TOL: f64 = 1e-3;
-
-fn model() -> &'static Model {
-    static M: std::sync::OnceLock<Model> = std::sync::OnceLock::new();
-    M.get_or_init(|| Model::open(common::tiny_model()).unwrap())
-}
 
 fn engine(variant: Variant, n_ctx: usize, max_binding: Option<u64>) -> Engine<'static> {
     let opts = EngineOptions {
@@ -28,14 +22,14 @@ fn engine(variant: Variant, n_ctx: usize, max_binding: Option<u64>) -> Engine<'s
         variant: Some(variant),
         ..Default::default()
     };
-    Engine::load(model(), common::gpu(), opts, &mut |_, _| {}).unwrap()
+    common::tiny_engine(opts)
 }
 
 const VARIANTS: [Variant; 2] = [Variant::Subgroup, Variant::Shared];
 
 #[test]
 fn logits_match_reference_after_prompt_and_16_steps() {
-    let m = model();
+    let m = common::tiny();
     let prompt: Vec<u32> = vec![1, 17, 300, 42, 7, 99, 256, 3];
     for v in VARIANTS {
         let mut e = engine(v, 512, None);
@@ -77,7 +71,7 @@ fn argmax(v: &[f32]) -> u32 {
 
 #[test]
 fn greedy_generation_matches_reference() {
-    let m = model();
+    let m = common::tiny();
     let prompt = [5u32, 60, 61, 400];
     let mut r = Reference::new(m, 64, MlaForm::Absorbed);
     let mut want = Vec::new();
@@ -129,7 +123,7 @@ fn decoding_creates_no_gpu_objects_and_stops_at_full_context() {
         n_ctx: 8,
         ..Default::default()
     };
-    let mut e = Engine::load(model(), &gpu, opts, &mut |_, _| {}).unwrap();
+    let mut e = Engine::load(common::tiny(), &gpu, opts, &mut |_, _| {}).unwrap();
     e.step(1).unwrap();
     let before = gpu.objects_created();
     for t in 0..7 {
@@ -153,7 +147,7 @@ fn long_context_uses_attention_splits_and_matches_reference() {
     // Past 32 positions attention splits over several workgroups per head
     // (ops::attention_splits); 150 tokens reach 5 splits.
     assert_eq!(glmw::gpu::ops::attention_splits(150), 5);
-    let m = model();
+    let m = common::tiny();
     let mut e = engine(Variant::Subgroup, 160, None);
     let mut r = Reference::new(m, 160, MlaForm::Absorbed);
     for i in 0..150u32 {
@@ -185,7 +179,7 @@ fn first_divergence(v: Variant, tokens: &[u32]) -> String {
 /// GPU and reference traces of the last of `tokens`.
 fn traces(v: Variant, tokens: &[u32]) -> (Vec<(String, Vec<f32>)>, glmw::reference::Trace) {
     let mut e = engine(v, 64, None);
-    let mut r = Reference::new(model(), 64, MlaForm::Absorbed);
+    let mut r = Reference::new(common::tiny(), 64, MlaForm::Absorbed);
     let (last, head) = tokens.split_last().unwrap();
     for &t in head {
         e.step(t).unwrap();

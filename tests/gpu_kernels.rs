@@ -52,8 +52,8 @@ fn rms_norm_matches_reference() {
             .chunks(n)
             .flat_map(|r| cpu::rms_norm(r, &g, EPS))
             .collect();
-        let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-        let gb = gpu.storage("g", bytemuck::cast_slice(&g));
+        let xb = gpu.storage("x", bytemuck::cast_slice(&x)).unwrap();
+        let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
         let pb = gpu.uniform(
             "p",
             &ops::RmsNormParams {
@@ -64,7 +64,9 @@ fn rms_norm_matches_reference() {
             },
         );
         for pipes in common::pipelines() {
-            let yb = gpu.storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]));
+            let yb = gpu
+                .storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]))
+                .unwrap();
             let bufs = [&pb, &xb, &gb, &yb];
             let d = Dispatch::new(
                 gpu,
@@ -132,10 +134,6 @@ fn plain(fmt: Format, cols: usize, rows: usize) -> Case {
     }
 }
 
-fn dot64(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
-}
-
 /// y as the kernel must leave it, and which elements it writes.
 fn oracle(
     c: &Case,
@@ -168,7 +166,7 @@ fn oracle(
                 for r in 0..c.rows {
                     out.push((
                         c.y_off + z * c.y_stride + r,
-                        dot64(row(z, r), xin(z * c.x_stride)),
+                        common::dot64(row(z, r), xin(z * c.x_stride)),
                     ));
                 }
             }
@@ -176,8 +174,8 @@ fn oracle(
         MatvecMode::GateUp => {
             for (z, &e) in sel.iter().enumerate().take(c.slots) {
                 for r in 0..c.rows {
-                    let gate = dot64(row(e as usize, r), xin(0));
-                    let up = dot64(row(e as usize, c.rows + r), xin(0));
+                    let gate = common::dot64(row(e as usize, r), xin(0));
+                    let up = common::dot64(row(e as usize, c.rows + r), xin(0));
                     out.push((
                         z * c.y_stride + c.y_off + r,
                         gate / (1.0 + (-gate).exp()) * up,
@@ -188,7 +186,10 @@ fn oracle(
         MatvecMode::WeightedSum => {
             for r in 0..c.rows {
                 let s = (0..c.slots)
-                    .map(|k| sel_w[k] as f64 * dot64(row(sel[k] as usize, r), xin(k * c.x_stride)))
+                    .map(|k| {
+                        sel_w[k] as f64
+                            * common::dot64(row(sel[k] as usize, r), xin(k * c.x_stride))
+                    })
                     .sum::<f64>()
                     + g[c.y_off + r] as f64;
                 out.push((c.y_off + r, s));
@@ -265,13 +266,13 @@ fn check(c: &Case, seed: u64) -> f64 {
         slots: c.slots as u32,
     };
     let pb = gpu.uniform("p", &params);
-    let xb = gpu.storage("x", bytemuck::cast_slice(&x));
-    let gb = gpu.storage("g", bytemuck::cast_slice(&g));
-    let sb = gpu.storage("sel", bytemuck::cast_slice(&sel));
-    let swb = gpu.storage("sel_w", bytemuck::cast_slice(&sel_w));
+    let xb = gpu.storage("x", bytemuck::cast_slice(&x)).unwrap();
+    let gb = gpu.storage("g", bytemuck::cast_slice(&g)).unwrap();
+    let sb = gpu.storage("sel", bytemuck::cast_slice(&sel)).unwrap();
+    let swb = gpu.storage("sel_w", bytemuck::cast_slice(&sel_w)).unwrap();
     let mut worst = 0f64;
     for pipes in common::pipelines() {
-        let yb = gpu.storage("y", bytemuck::cast_slice(&y0));
+        let yb = gpu.storage("y", bytemuck::cast_slice(&y0)).unwrap();
         let bufs = MatvecBuffers {
             params: &pb,
             x: &xb,
@@ -547,10 +548,10 @@ fn embed_gathers_rows_of_every_format() {
         let toks: Vec<u32> = [3, 0, rows - 1, split, split - 1, 3]
             .map(|t| t as u32)
             .to_vec();
-        let tb = gpu.storage("tokens", bytemuck::cast_slice(&toks));
+        let tb = gpu.storage("tokens", bytemuck::cast_slice(&toks)).unwrap();
         for pipes in common::pipelines() {
             let poison = vec![f32::NAN; toks.len() * cols];
-            let xb = gpu.storage("x", bytemuck::cast_slice(&poison));
+            let xb = gpu.storage("x", bytemuck::cast_slice(&poison)).unwrap();
             let mut ds = ops::embed(gpu, pipes, &m, &tb, &xb).unwrap();
             for d in &mut ds {
                 d.workgroups[1] = toks.len() as u32;

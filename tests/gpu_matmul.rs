@@ -120,14 +120,10 @@ fn dense_tiles(n_tok: usize) -> Tiles {
     let gpu = common::gpu();
     Tiles {
         mats: vec![0; n_tok],
-        tiles: gpu.storage("tiles", bytemuck::cast_slice(&tiles)),
-        order: gpu.storage("order", bytemuck::cast_slice(&ids)),
+        tiles: gpu.storage("tiles", bytemuck::cast_slice(&tiles)).unwrap(),
+        order: gpu.storage("order", bytemuck::cast_slice(&ids)).unwrap(),
         n_tiles: tiles.len() as u32,
     }
-}
-
-fn dot64(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
 }
 
 /// y as the matmul must leave it, and which elements it writes.
@@ -141,9 +137,9 @@ fn oracle(c: &Case, deq: &[f32], mats: &[u32], x: &[f32], y0: &[f32]) -> (Vec<f3
             let xo = (a / c.x_div) * c.x_tok + z * c.x_stride;
             let xr = &x[xo..xo + c.cols];
             for r in 0..c.rows {
-                let mut v = dot64(row(m, r), xr);
+                let mut v = common::dot64(row(m, r), xr);
                 if c.gate_up {
-                    v = v / (1.0 + (-v).exp()) * dot64(row(m, c.rows + r), xr);
+                    v = v / (1.0 + (-v).exp()) * common::dot64(row(m, c.rows + r), xr);
                 }
                 out.push((a * c.y_tok + z * c.y_stride + c.y_off + r, v));
             }
@@ -181,8 +177,8 @@ fn check(
         _pad: [0; 3],
     };
     let pb = gpu.uniform("p", &params);
-    let xb = gpu.storage("x", bytemuck::cast_slice(x));
-    let yb = gpu.storage("y", bytemuck::cast_slice(y0));
+    let xb = gpu.storage("x", bytemuck::cast_slice(x)).unwrap();
+    let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
     let bufs = MatmulBuffers {
         params: &pb,
         x: &xb,
@@ -354,10 +350,6 @@ fn select(n_tok: usize, n_used: usize, n_expert: usize, seed: u64) -> Vec<u32> {
     sel
 }
 
-fn read_u32(buf: &wgpu::Buffer, n: usize) -> Vec<u32> {
-    bytemuck::pod_collect_to_vec(&common::gpu().read(buf, 4 * n as u64).unwrap())
-}
-
 /// Run moe_group over `sel` and check its outputs exactly: `order` a
 /// permutation of the assignments sorted by expert, `tiles` each expert's
 /// run in tiles of MATMUL_TILE then zero tiles up to max_tiles.
@@ -374,12 +366,16 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
             max_tiles,
         },
     );
-    let sb = gpu.storage("sel", bytemuck::cast_slice(sel));
-    let order = gpu.storage("order", bytemuck::cast_slice(&vec![u32::MAX; n_assign]));
-    let tiles = gpu.storage(
-        "tiles",
-        bytemuck::cast_slice(&vec![u32::MAX; 4 * max_tiles as usize]),
-    );
+    let sb = gpu.storage("sel", bytemuck::cast_slice(sel)).unwrap();
+    let order = gpu
+        .storage("order", bytemuck::cast_slice(&vec![u32::MAX; n_assign]))
+        .unwrap();
+    let tiles = gpu
+        .storage(
+            "tiles",
+            bytemuck::cast_slice(&vec![u32::MAX; 4 * max_tiles as usize]),
+        )
+        .unwrap();
     let d = Dispatch::new(
         gpu,
         pipes,
@@ -391,7 +387,7 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
     ops::run(gpu, &[d.unwrap()]).unwrap();
     let tag = format!("{:?} moe_group {n_assign} over {n_expert}", pipes.variant);
 
-    let got = read_u32(&order, n_assign);
+    let got = common::read_u32(&order, n_assign);
     let mut sorted = got.clone();
     sorted.sort();
     assert!(
@@ -418,7 +414,8 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
         "{tag}: max_tiles too small"
     );
     want.resize(max_tiles as usize, [0; 4]);
-    let got: Vec<[u32; 4]> = bytemuck::pod_collect_to_vec(&read_u32(&tiles, 4 * want.len()));
+    let got: Vec<[u32; 4]> =
+        bytemuck::pod_collect_to_vec(&common::read_u32(&tiles, 4 * want.len()));
     assert_eq!(got, want, "{tag}: tiles");
     Tiles {
         mats: sel.to_vec(),
@@ -453,9 +450,9 @@ fn moe_sum(pipes: &Pipelines, n_used: usize, part: &[f32], sel_w: &[f32], y0: &[
             _pad: [0; 2],
         },
     );
-    let partb = gpu.storage("part", bytemuck::cast_slice(part));
-    let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w));
-    let yb = gpu.storage("y", bytemuck::cast_slice(y0));
+    let partb = gpu.storage("part", bytemuck::cast_slice(part)).unwrap();
+    let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w)).unwrap();
+    let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
     let wg = [(n as u32).div_ceil(256), n_tok as u32, 1];
     let d = Dispatch::new(
         gpu,

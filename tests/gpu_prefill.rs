@@ -9,7 +9,6 @@ mod common;
 
 use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::Variant;
-use glmw::model::Model;
 use glmw::reference::{ops::rel_l2, MlaForm, Reference};
 
 /// Same bound as the decode path (tests/gpu_engine.rs): the f16 KV cache
@@ -19,11 +18,6 @@ const LOGITS_TOL: f64 = 1e-3;
 /// summation orders.
 const PATHS_TOL: f64 = 1e-4;
 
-fn model() -> &'static Model {
-    static M: std::sync::OnceLock<Model> = std::sync::OnceLock::new();
-    M.get_or_init(|| Model::open(common::tiny_model()).unwrap())
-}
-
 fn engine(variant: Variant, ubatch: usize) -> Engine<'static> {
     let opts = EngineOptions {
         n_ctx: 256,
@@ -31,19 +25,19 @@ fn engine(variant: Variant, ubatch: usize) -> Engine<'static> {
         ubatch,
         ..Default::default()
     };
-    Engine::load(model(), common::gpu(), opts, &mut |_, _| {}).unwrap()
+    common::tiny_engine(opts)
 }
 
 /// A prompt of `n` tokens spread over the vocabulary.
 fn prompt(n: usize, seed: u32) -> Vec<u32> {
-    let v = model().config.n_vocab as u32;
+    let v = common::tiny().config.n_vocab as u32;
     (0..n as u32)
         .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed * 97)) % v)
         .collect()
 }
 
 fn reference_logits(tokens: &[u32]) -> Vec<f32> {
-    let mut r = Reference::new(model(), 256, MlaForm::Absorbed);
+    let mut r = Reference::new(common::tiny(), 256, MlaForm::Absorbed);
     let mut out = Vec::new();
     for &t in tokens {
         out = r.forward(t).unwrap();
@@ -89,8 +83,8 @@ fn prefill_matches_reference_and_token_by_token() {
 fn all_logits_match_reference_at_every_position() {
     // 21 tokens in chunks of 8: two full chunks and a partial one.
     let p = prompt(21, 5);
-    let n_vocab = model().config.n_vocab;
-    let mut r = Reference::new(model(), 256, MlaForm::Absorbed);
+    let n_vocab = common::tiny().config.n_vocab;
+    let mut r = Reference::new(common::tiny(), 256, MlaForm::Absorbed);
     let want: Vec<Vec<f32>> = p.iter().map(|&t| r.forward(t).unwrap()).collect();
     for v in [Variant::Subgroup, Variant::Shared] {
         let mut e = engine(v, 8);
@@ -152,7 +146,7 @@ fn prefill_errors() {
     let mut e = engine(Variant::Shared, 16);
     let msg = |r: glmw::Result<Vec<(u32, f32)>>| r.unwrap_err().to_string();
     assert!(msg(e.prefill(&[])).contains("at least one token"));
-    let v = model().config.n_vocab as u32;
+    let v = common::tiny().config.n_vocab as u32;
     assert!(msg(e.prefill(&[1, v])).contains("outside the vocabulary"));
     assert_eq!(e.pos(), 0, "a rejected prefill must not move the position");
     let long = prompt(257, 1);
@@ -165,7 +159,7 @@ fn prefill_errors() {
         ubatch: 0,
         ..Default::default()
     };
-    let err = Engine::load(model(), common::gpu(), opts, &mut |_, _| {})
+    let err = Engine::load(common::tiny(), common::gpu(), opts, &mut |_, _| {})
         .err()
         .unwrap();
     assert!(err.to_string().contains("--ubatch"), "{err}");

@@ -176,3 +176,26 @@ fn invalid_settings_are_clear_errors() {
         assert!(e.contains(needle), "{e}");
     }
 }
+
+/// Extreme (finite) penalties must not turn logits into infinities, whose
+/// softmax is NaN: a tiny repeat penalty boosts both repeated tokens as far
+/// as an f32 goes, and the draw is then even between them.
+#[test]
+fn extreme_penalties_stay_finite() {
+    let drawn: Vec<u32> = (0..40)
+        .map(|seed| {
+            let mut s = Sampler::new(SamplerOptions {
+                repeat_penalty: 1e-40,
+                repeat_last_n: 8,
+                seed,
+                ..opts(1.0, 0)
+            })
+            .unwrap();
+            s.accept(4);
+            s.accept(7);
+            s.sample(&cands(&[3.0, 2.0, 1.0])).unwrap()
+        })
+        .collect();
+    assert!(drawn.iter().all(|&t| t == 4 || t == 7), "{drawn:?}");
+    assert!(drawn.contains(&4) && drawn.contains(&7), "{drawn:?}");
+}

@@ -17,7 +17,7 @@ fn greedy() -> SamplerOptions {
 fn runtime(n_ctx: usize) -> Runtime {
     common::gpu(); // fails with the lavapipe hint when there is no adapter
     let opts = LoadOptions {
-        n_ctx,
+        n_ctx: Some(n_ctx),
         ubatch: 16,
         ..Default::default()
     };

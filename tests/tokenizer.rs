@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use glmw::gguf::{GgufFile, GgufWriter, Value, ValueType};
+use glmw::gguf::{Array, GgufFile, GgufWriter, Value};
 use glmw::synth::vocab::{synthetic_vocab, SynthVocab};
 use glmw::tokenizer::bytes::{byte_symbols_in_vocab_order, BYTE_TO_CHAR};
 use glmw::tokenizer::{pre_tokenize, render_chat, ChatMessage, Tokenizer, TokenizerParts};
@@ -356,12 +356,7 @@ fn token_types_default_to_normal() {
 }
 
 fn to_gguf(p: &TokenizerParts, with_pre: bool) -> GgufFile {
-    let strs = |v: &[String]| {
-        Value::Array(
-            ValueType::Str,
-            v.iter().map(|s| Value::Str(s.clone())).collect(),
-        )
-    };
+    let strs = |v: &[String]| Value::Array(Array::Str(v.iter().collect()));
     let mut md = vec![
         (
             "tokenizer.ggml.model".to_string(),
@@ -370,10 +365,7 @@ fn to_gguf(p: &TokenizerParts, with_pre: bool) -> GgufFile {
         ("tokenizer.ggml.tokens".to_string(), strs(&p.tokens)),
         (
             "tokenizer.ggml.token_type".to_string(),
-            Value::Array(
-                ValueType::I32,
-                p.token_types.iter().map(|&t| Value::I32(t)).collect(),
-            ),
+            Value::Array(Array::I32(p.token_types.clone())),
         ),
         ("tokenizer.ggml.merges".to_string(), strs(&p.merges)),
     ];

@@ -4,14 +4,12 @@
 //! Ctrl-C stops the reply being written (on Unix) rather than the program.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::DeviceArgs;
 use glmw::chat::{Chat, Stop};
-use glmw::gpu::Gpu;
 use glmw::sample::SamplerOptions;
-use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -34,13 +32,33 @@ fn catch_ctrl_c() {
 #[cfg(not(unix))]
 fn catch_ctrl_c() {}
 
-pub struct ChatArgs<'a> {
-    pub model: Option<&'a Path>,
+/// `glmw chat`'s flags.
+#[derive(clap::Args)]
+pub struct ChatArgs {
+    /// Path to a GGUF model file [default: the built-in glmw-tiny, a
+    /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
+    /// the King James Bible].
+    #[arg(long, short)]
+    pub model: Option<PathBuf>,
+    /// A system message to start the conversation with.
+    #[arg(long)]
     pub system: Option<String>,
-    pub thinking: bool,
+    /// Answer without a thinking section (GLM's <think> is on by default).
+    #[arg(long)]
+    pub no_think: bool,
+    /// Most tokens per reply.
+    #[arg(long, short = 'n', default_value_t = 1024)]
     pub n_predict: usize,
-    pub n_ctx: Option<usize>,
-    pub sampling: SamplerOptions,
+    /// Context length in tokens [default: 4096, or the model's training context if shorter].
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+    pub temp: f32,
+    /// Random seed for sampling (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[command(flatten)]
     pub device: DeviceArgs,
 }
 
@@ -51,71 +69,87 @@ fn io_err(e: std::io::Error) -> Error {
     }
 }
 
+/// One line of stdin without its line end; `None` at the end of input.
+/// A line that is not UTF-8 is skipped with a message, not fatal.
+fn read_line(stdin: &std::io::Stdin, buf: &mut Vec<u8>) -> Result<Option<String>> {
+    loop {
+        buf.clear();
+        if stdin.lock().read_until(b'\n', buf).map_err(io_err)? == 0 {
+            return Ok(None);
+        }
+        match std::str::from_utf8(buf) {
+            Ok(s) => return Ok(Some(s.trim_end_matches(['\n', '\r']).to_string())),
+            Err(_) => eprintln!("[skipped a line that is not UTF-8 text]"),
+        }
+    }
+}
+
+/// Send one user turn: the reply streams to stdout, how it ended to stderr.
+fn turn(chat: &mut Chat, msg: &str, n_predict: usize) -> Result<()> {
+    INTERRUPTED.store(false, Ordering::SeqCst);
+    let mut out = std::io::stdout();
+    let mut write_err = None;
+    let reply = chat.send(msg, n_predict, &mut |piece| {
+        if let Err(e) = out.write_all(piece.as_bytes()).and_then(|_| out.flush()) {
+            write_err = Some(e);
+            return false;
+        }
+        !INTERRUPTED.load(Ordering::SeqCst)
+    });
+    if let Some(e) = write_err {
+        return Err(io_err(e));
+    }
+    let n_ctx = chat.session().n_ctx();
+    let full = || eprintln!("[context full ({n_ctx} tokens): /reset to start a new conversation]");
+    match reply {
+        Ok(r) => {
+            println!();
+            match r.stop {
+                Stop::Cancelled => eprintln!("[stopped]"),
+                Stop::ContextFull => full(),
+                Stop::Length | Stop::EndOfTurn | Stop::StopString => {}
+            }
+        }
+        Err(Error::ContextFull { .. }) => full(),
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
 pub fn chat(a: &ChatArgs) -> Result<()> {
-    let gpu_opts = a.device.gpu_only("chat")?;
-    let model = super::open_model(a.model)?;
-    let tok = Tokenizer::from_gguf(&model.file)?;
-    let n_ctx = a
-        .n_ctx
-        .unwrap_or_else(|| 4096.min(model.config.n_ctx_train.max(1)));
-    let gpu = Gpu::new(gpu_opts)?;
-    let engine = super::generate::load(&model, &gpu, n_ctx, 1, a.device.ubatch)?;
-    let session = glmw::Session::new(engine, &tok, a.sampling)?;
-    let mut chat = Chat::new(session, a.system.clone(), a.thinking)?;
+    let load = a.device.load_options("chat", a.ctx)?;
+    let rt = super::load_runtime(a.model.as_deref(), load)?;
+    let session = rt.session(SamplerOptions {
+        temperature: a.temp,
+        seed: a.seed.unwrap_or_else(super::clock_seed),
+        ..Default::default()
+    })?;
+    let mut chat = Chat::new(session, a.system.clone(), !a.no_think)?;
     catch_ctrl_c();
     let tty = std::io::stdin().is_terminal();
     if tty {
-        eprintln!("glmw chat: {n_ctx} tokens of context. /reset starts over, /exit quits, Ctrl-C stops a reply.");
+        eprintln!(
+            "glmw chat: {} tokens of context. /reset starts over, /exit quits, Ctrl-C stops a reply.",
+            rt.n_ctx()
+        );
     }
     let stdin = std::io::stdin();
-    let mut out = std::io::stdout();
-    let mut line = String::new();
+    let mut buf = Vec::new();
     loop {
         if tty {
             eprint!("> ");
         }
-        line.clear();
-        if stdin.lock().read_line(&mut line).map_err(io_err)? == 0 {
+        let Some(msg) = read_line(&stdin, &mut buf)? else {
             break;
-        }
-        let msg = line.trim_end_matches(['\n', '\r']);
+        };
         match msg.trim() {
             "" => continue,
             "/exit" | "/quit" => break,
             "/reset" => {
                 chat.reset()?;
                 eprintln!("[conversation reset]");
-                continue;
             }
-            _ => {}
-        }
-        INTERRUPTED.store(false, Ordering::SeqCst);
-        let mut write_err = None;
-        let reply = chat.send(msg, a.n_predict, &mut |piece| {
-            if let Err(e) = out.write_all(piece.as_bytes()).and_then(|_| out.flush()) {
-                write_err = Some(e);
-                return false;
-            }
-            !INTERRUPTED.load(Ordering::SeqCst)
-        });
-        if let Some(e) = write_err {
-            return Err(io_err(e));
-        }
-        match reply {
-            Ok(r) => {
-                println!();
-                match r.stop {
-                    Stop::Cancelled => eprintln!("[stopped]"),
-                    Stop::ContextFull => eprintln!(
-                        "[context full ({n_ctx} tokens): /reset to start a new conversation]"
-                    ),
-                    Stop::Length | Stop::EndOfTurn => {}
-                }
-            }
-            Err(Error::ContextFull { .. }) => {
-                eprintln!("[context full ({n_ctx} tokens): /reset to start a new conversation]")
-            }
-            Err(e) => return Err(e),
+            _ => turn(&mut chat, &msg, a.n_predict)?,
         }
     }
     Ok(())

@@ -12,6 +12,7 @@ mod tools;
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
+use glmw::session::LoadOptions;
 
 #[derive(Parser)]
 #[command(
@@ -82,6 +83,16 @@ impl DeviceArgs {
             ))
         })
     }
+
+    /// How `command` (GPU only) loads its model, with context `n_ctx`
+    /// (`None`: the library's default rule).
+    pub fn load_options(&self, command: &str, n_ctx: Option<usize>) -> glmw::Result<LoadOptions> {
+        Ok(LoadOptions {
+            gpu: self.gpu_only(command)?,
+            n_ctx,
+            ubatch: self.ubatch,
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -114,158 +125,17 @@ enum Command {
         json: bool,
     },
     /// Run token ids through the model and print the top candidates of the last position.
-    Logits {
-        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
-        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
-        /// the King James Bible].
-        #[arg(long, short)]
-        model: Option<PathBuf>,
-        /// Comma-separated token ids, e.g. 154822,154824,785.
-        #[arg(long, value_delimiter = ',', required = true)]
-        tokens: Vec<u32>,
-        /// Where to run the forward pass: the CPU reference, or a GPU
-        /// (auto/gpu picks the best adapter; metal, vulkan, dx12, gl force one).
-        #[arg(long, value_enum, default_value = "cpu")]
-        backend: Backend,
-        /// Use the shared-memory kernels even where the GPU has subgroups.
-        #[arg(long)]
-        no_subgroups: bool,
-        /// KV cache length for the GPU run (default: the number of tokens).
-        #[arg(long)]
-        ctx: Option<usize>,
-        /// With --out, write the logits of every position, not only the last
-        /// (the GPU then decodes token by token instead of one batched prefill).
-        #[arg(long)]
-        all: bool,
-        /// Write raw little-endian f32 logits to this file (n_vocab per position).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Logits(tools::LogitsArgs),
     /// Generate text from a prompt on the GPU, streaming it to stdout, with a
     /// stats line (load time, prompt and generation tok/s) at the end.
-    Generate {
-        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
-        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
-        /// the King James Bible].
-        #[arg(long, short)]
-        model: Option<PathBuf>,
-        /// The prompt. Special tokens such as <|user|> are recognised; GLM
-        /// files get their [gMASK]<sop> prefix unless the prompt has it.
-        #[arg(
-            long,
-            short,
-            required_unless_present = "prompt_file",
-            conflicts_with = "prompt_file"
-        )]
-        prompt: Option<String>,
-        /// Read the prompt from this file instead of --prompt.
-        #[arg(long, short = 'f')]
-        prompt_file: Option<PathBuf>,
-        /// Send the prompt as one user message through the model's chat
-        /// template (GLM: thinking on unless --no-think).
-        #[arg(long)]
-        chat: bool,
-        /// With --chat: ask for an answer without a thinking section.
-        #[arg(long, requires = "chat")]
-        no_think: bool,
-        /// Tokens to generate (generation also stops at an end-of-generation token).
-        #[arg(long, short = 'n', default_value_t = 128)]
-        n_predict: usize,
-        /// Sampling temperature; 0 is greedy (always the most likely token).
-        #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
-        temp: f32,
-        /// Sample among the K most likely tokens (1 to 64; 0 means 64).
-        #[arg(long, default_value_t = 40)]
-        top_k: usize,
-        /// Keep the smallest set of top tokens whose probability reaches P, in (0, 1].
-        #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
-        top_p: f32,
-        /// Drop tokens less likely than P times the most likely one (0 = off).
-        #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
-        min_p: f32,
-        /// Penalise tokens seen in the last --repeat-last-n tokens: positive
-        /// logits are divided by it, negative ones multiplied (1 = off).
-        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-        repeat_penalty: f32,
-        /// How many recent tokens (prompt included) the penalties look at.
-        #[arg(long, default_value_t = 64)]
-        repeat_last_n: usize,
-        /// Subtract this from the logit of every recent token (0 = off).
-        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-        presence_penalty: f32,
-        /// Subtract this once per occurrence among the recent tokens (0 = off).
-        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-        frequency_penalty: f32,
-        /// Stop when the output contains this text (repeatable); the stop text
-        /// itself is not printed.
-        #[arg(long)]
-        stop: Vec<String>,
-        /// Random seed for sampling (default: from the clock, printed in the stats line).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Context length in tokens (prompt + generated); the KV cache holds
-        /// this many [default: 4096, or the model's training context if shorter].
-        #[arg(long)]
-        ctx: Option<usize>,
-        #[command(flatten)]
-        device: DeviceArgs,
-        /// Print one JSON record (text, token ids, timings) instead of streaming.
-        #[arg(long)]
-        json: bool,
-    },
+    Generate(generate::GenerateArgs),
     /// Talk to the model: each line on stdin is a user turn; replies stream
     /// back and earlier turns stay in the KV cache. /reset starts over,
     /// /exit quits, Ctrl-C stops the current reply.
-    Chat {
-        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
-        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
-        /// the King James Bible].
-        #[arg(long, short)]
-        model: Option<PathBuf>,
-        /// A system message to start the conversation with.
-        #[arg(long)]
-        system: Option<String>,
-        /// Answer without a thinking section (GLM's <think> is on by default).
-        #[arg(long)]
-        no_think: bool,
-        /// Most tokens per reply.
-        #[arg(long, short = 'n', default_value_t = 1024)]
-        n_predict: usize,
-        /// Context length in tokens [default: 4096, or the model's training context if shorter].
-        #[arg(long)]
-        ctx: Option<usize>,
-        /// Sampling temperature; 0 is greedy.
-        #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
-        temp: f32,
-        /// Random seed for sampling (default: from the clock).
-        #[arg(long)]
-        seed: Option<u64>,
-        #[command(flatten)]
-        device: DeviceArgs,
-    },
+    Chat(chat::ChatArgs),
     /// Perplexity of a text file, as llama-perplexity computes it (windows of
     /// --ctx tokens, the second half of each scored).
-    Perplexity {
-        /// Path to a GGUF model file [default: the built-in glmw-tiny, a
-        /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
-        /// the King James Bible].
-        #[arg(long, short)]
-        model: Option<PathBuf>,
-        /// The text to score (UTF-8; special-token text is taken as plain text).
-        #[arg(long, short)]
-        file: PathBuf,
-        /// Window length in tokens; the text needs at least two windows.
-        #[arg(long, default_value_t = 512)]
-        ctx: usize,
-        #[command(flatten)]
-        device: DeviceArgs,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Perplexity(perplexity::PerplexityArgs),
     /// Measure: each decode kernel (micro), one block replayed inside one
     /// submission predicting the token (block), or the whole model as
     /// llama-bench does (model: ppN and tgN at each depth, -r repetitions,
@@ -311,6 +181,39 @@ pub fn open_gguf(path: Option<&Path>) -> glmw::Result<glmw::gguf::GgufFile> {
     }
 }
 
+/// The model at `path` (or the built-in one) loaded onto the GPU, with a
+/// progress bar.
+pub fn load_runtime(path: Option<&Path>, opts: LoadOptions) -> glmw::Result<glmw::Runtime> {
+    runtime_from(open_model(path)?, opts)
+}
+
+/// `model` loaded onto the GPU, with a progress bar.
+pub fn runtime_from(model: glmw::model::Model, opts: LoadOptions) -> glmw::Result<glmw::Runtime> {
+    let mut bar = progress::Progress::new("loading weights");
+    let rt = glmw::Runtime::from_model(model, opts, &mut |d, t| bar.update(d, t));
+    bar.finish();
+    rt
+}
+
+/// A text file's contents, or stdin's for `-`. Only regular files are
+/// opened: a FIFO or device would block or never end.
+pub fn read_text(path: &Path) -> glmw::Result<String> {
+    let shown = path.display().to_string();
+    let io = |e| glmw::Error::Io {
+        path: shown.clone(),
+        source: e,
+    };
+    if path.as_os_str() == "-" {
+        return std::io::read_to_string(std::io::stdin()).map_err(io);
+    }
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(glmw::Error::InvalidArgument(format!(
+            "{shown} is not a regular file (give - to read stdin)"
+        )));
+    }
+    std::fs::read_to_string(path).map_err(io)
+}
+
 fn clock_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -334,72 +237,8 @@ pub fn main() -> i32 {
             no_special,
             json,
         } => tools::tokenize(model.as_deref(), &text, !no_special, json),
-        Command::Logits {
-            model,
-            tokens,
-            backend,
-            no_subgroups,
-            ctx,
-            all,
-            out,
-            json,
-        } => tools::logits(
-            model.as_deref(),
-            &tokens,
-            backend,
-            no_subgroups,
-            ctx,
-            all,
-            out.as_deref(),
-            json,
-        ),
-        Command::Generate {
-            model,
-            prompt,
-            prompt_file,
-            chat,
-            no_think,
-            n_predict,
-            temp,
-            top_k,
-            top_p,
-            min_p,
-            repeat_penalty,
-            repeat_last_n,
-            presence_penalty,
-            frequency_penalty,
-            stop,
-            seed,
-            ctx,
-            device,
-            json,
-        } => device.gpu_only("generate").and_then(|gpu| {
-            generate::prompt_text(prompt, prompt_file.as_deref(), chat, !no_think).and_then(
-                |prompt| {
-                    generate::generate(&generate::GenerateArgs {
-                        model: model.as_deref(),
-                        prompt: &prompt,
-                        n_predict,
-                        n_ctx: ctx,
-                        sampling: glmw::sample::SamplerOptions {
-                            temperature: temp,
-                            top_k,
-                            top_p,
-                            min_p,
-                            repeat_penalty,
-                            repeat_last_n,
-                            presence_penalty,
-                            frequency_penalty,
-                            seed: seed.unwrap_or_else(clock_seed),
-                        },
-                        stop: &stop,
-                        gpu,
-                        ubatch: device.ubatch,
-                        json,
-                    })
-                },
-            )
-        }),
+        Command::Logits(a) => tools::logits(&a),
+        Command::Generate(a) => generate::generate(&a),
         Command::Synth {
             preset,
             output,
@@ -407,35 +246,8 @@ pub fn main() -> i32 {
         } => tools::synth(&preset, &output, seed),
         Command::Devices { json } => tools::devices(json),
         Command::Bench(args) => bench::bench(&args),
-        Command::Chat {
-            model,
-            system,
-            no_think,
-            n_predict,
-            ctx,
-            temp,
-            seed,
-            device,
-        } => chat::chat(&chat::ChatArgs {
-            model: model.as_deref(),
-            system,
-            thinking: !no_think,
-            n_predict,
-            n_ctx: ctx,
-            sampling: glmw::sample::SamplerOptions {
-                temperature: temp,
-                seed: seed.unwrap_or_else(clock_seed),
-                ..Default::default()
-            },
-            device,
-        }),
-        Command::Perplexity {
-            model,
-            file,
-            ctx,
-            device,
-            json,
-        } => perplexity::perplexity(model.as_deref(), &file, ctx, device, json),
+        Command::Chat(a) => chat::chat(&a),
+        Command::Perplexity(a) => perplexity::perplexity(&a),
     };
     match result {
         Ok(()) => 0,

@@ -5,13 +5,14 @@
 //! context). Prints the running perplexity per window and the final
 //! estimate with its standard error.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::json::Json;
 use super::DeviceArgs;
-use glmw::gpu::Gpu;
+use glmw::model::Model;
 use glmw::reference::{MlaForm, Reference};
+use glmw::session::{LoadOptions, Runtime, Session};
 use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
 
@@ -27,104 +28,167 @@ fn nll(logits: &[f32], target: u32) -> f64 {
     lse - logits[target as usize] as f64
 }
 
-pub fn perplexity(
-    path: Option<&Path>,
-    file: &Path,
-    n_ctx: usize,
-    device: DeviceArgs,
-    json: bool,
-) -> Result<()> {
-    if n_ctx < 4 {
-        return Err(Error::InvalidArgument("--ctx must be at least 4".into()));
+/// The model, on the CPU or loaded onto a GPU (one per run: its size
+/// does not matter).
+#[allow(clippy::large_enum_variant)]
+enum Loaded {
+    Cpu(Model),
+    Gpu(Runtime),
+}
+
+/// Where the windows run: the CPU reference or a GPU session.
+enum Scorer<'a> {
+    Cpu(&'a Model),
+    Gpu(Box<Session<'a>>),
+}
+
+impl Scorer<'_> {
+    /// The logits after each token of `window`, n_vocab per token, from an
+    /// empty cache.
+    fn window_logits(&mut self, window: &[u32]) -> Result<Vec<f32>> {
+        match self {
+            Scorer::Cpu(model) => {
+                let mut r = Reference::new(model, window.len(), MlaForm::Absorbed);
+                Ok(window
+                    .iter()
+                    .map(|&t| r.forward(t))
+                    .collect::<Result<Vec<_>>>()?
+                    .concat())
+            }
+            Scorer::Gpu(s) => {
+                s.reset()?;
+                s.feed_logits(window)
+            }
+        }
     }
-    let model = super::open_model(path)?;
-    let tok = Tokenizer::from_gguf(&model.file)?;
-    let text = std::fs::read_to_string(file).map_err(|e| Error::Io {
-        path: file.display().to_string(),
-        source: e,
-    })?;
-    let ids = tok.encode(&text, false)?;
-    let n_chunks = ids.len() / n_ctx;
-    if n_chunks == 0 || ids.len() < 2 * n_ctx {
+}
+
+/// The running sums of scored negative log-likelihoods.
+#[derive(Default)]
+struct Score {
+    sum: f64,
+    sum_sq: f64,
+    count: usize,
+    running: Vec<f64>,
+}
+
+impl Score {
+    fn add(&mut self, v: f64) {
+        self.sum += v;
+        self.sum_sq += v * v;
+        self.count += 1;
+    }
+
+    fn ppl(&self) -> f64 {
+        (self.sum / self.count as f64).exp()
+    }
+
+    /// The perplexity's standard error, as llama-perplexity estimates it.
+    fn err(&self) -> f64 {
+        let n = self.count as f64;
+        let mean = self.sum / n;
+        let var = (self.sum_sq / n - mean * mean).max(0.0);
+        self.ppl() * (var / (n - 1.0).max(1.0)).sqrt()
+    }
+}
+
+/// The text's tokens, checked to fill at least two windows of `n_ctx`.
+fn tokens(tok: &Tokenizer, file: &Path, n_ctx: usize) -> Result<Vec<u32>> {
+    let ids = tok.encode(&super::read_text(file)?, false)?;
+    if ids.len() / n_ctx < 2 {
         return Err(Error::InvalidArgument(format!(
             "{} has {} tokens; --ctx {n_ctx} needs at least {} (two windows)",
             file.display(),
             ids.len(),
-            2 * n_ctx
+            2 * n_ctx as u128
         )));
     }
-    // As llama-perplexity: each window starts with BOS when the model adds one.
-    let bos = match model.file.get_bool("tokenizer.ggml.add_bos_token")? {
-        Some(true) => tok.bos(),
-        _ => None,
+    Ok(ids)
+}
+
+/// `glmw perplexity`'s flags.
+#[derive(clap::Args)]
+pub struct PerplexityArgs {
+    /// Path to a GGUF model file [default: the built-in glmw-tiny, a
+    /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
+    /// the King James Bible].
+    #[arg(long, short)]
+    pub model: Option<PathBuf>,
+    /// The text to score (UTF-8; special-token text is taken as plain text).
+    #[arg(long, short)]
+    pub file: PathBuf,
+    /// Window length in tokens; the text needs at least two windows.
+    #[arg(long, default_value_t = 512)]
+    pub ctx: usize,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn perplexity(a: &PerplexityArgs) -> Result<()> {
+    let (n_ctx, device, json) = (a.ctx, a.device, a.json);
+    if n_ctx < 4 {
+        return Err(Error::InvalidArgument("--ctx must be at least 4".into()));
+    }
+    if device.ubatch == 0 {
+        return Err(Error::InvalidArgument("--ubatch must be at least 1".into()));
+    }
+    let model = super::open_model(a.model.as_deref())?;
+    let tok = Tokenizer::from_gguf(&model.file)?;
+    let ids = tokens(&tok, &a.file, n_ctx)?;
+    let bos = tok.window_bos(&model.file)?;
+    let n_vocab = model.config.n_vocab;
+    let loaded = match device.backend.gpu(device.no_subgroups) {
+        Some(gpu) => {
+            let opts = LoadOptions {
+                gpu,
+                n_ctx: Some(n_ctx),
+                ubatch: device.ubatch,
+            };
+            Loaded::Gpu(super::runtime_from(model, opts)?)
+        }
+        None => Loaded::Cpu(model),
     };
-    let gpu = match device.backend.gpu(device.no_subgroups) {
-        Some(o) => Some(Gpu::new(o)?),
-        None => None,
-    };
-    let mut engine = match &gpu {
-        Some(g) => Some(super::generate::load(
-            &model,
-            g,
-            n_ctx,
-            1,
-            glmw::engine::DEFAULT_UBATCH,
-        )?),
-        None => None,
+    let (mut scorer, where_) = match &loaded {
+        Loaded::Cpu(m) => (Scorer::Cpu(m), "cpu reference".to_string()),
+        Loaded::Gpu(rt) => (
+            Scorer::Gpu(Box::new(rt.session(Default::default())?)),
+            rt.adapter(),
+        ),
     };
     let t0 = Instant::now();
-    let (mut sum, mut sum_sq, mut count) = (0f64, 0f64, 0usize);
-    let mut running = Vec::new();
-    for c in 0..n_chunks {
-        let mut window = ids[c * n_ctx..(c + 1) * n_ctx].to_vec();
+    let mut score = Score::default();
+    let n_chunks = ids.len() / n_ctx;
+    for window in ids.chunks_exact(n_ctx) {
+        let mut window = window.to_vec();
         if let Some(b) = bos {
             window[0] = b;
         }
-        let mut reference = engine
-            .is_none()
-            .then(|| Reference::new(&model, n_ctx, MlaForm::Absorbed));
-        if let Some(e) = engine.as_mut() {
-            e.reset();
+        let logits = scorer.window_logits(&window[..n_ctx - 1])?;
+        // Row j predicts token j + 1; the second half is scored.
+        for (j, row) in logits.chunks_exact(n_vocab).enumerate().skip(n_ctx / 2) {
+            score.add(nll(row, window[j + 1]));
         }
-        // Position j's logits predict token j + 1; the second half is scored.
-        let n_vocab = model.config.n_vocab;
-        let mut score = |j: usize, logits: &[f32]| {
-            if j >= n_ctx / 2 {
-                let v = nll(logits, window[j + 1]);
-                sum += v;
-                sum_sq += v * v;
-                count += 1;
-            }
-        };
-        match (&mut reference, engine.as_mut()) {
-            (Some(r), _) => {
-                for (j, &t) in window[..n_ctx - 1].iter().enumerate() {
-                    score(j, &r.forward(t)?);
-                }
-            }
-            (None, Some(e)) => {
-                let rows = e.prefill_all_logits(&window[..n_ctx - 1])?;
-                for (j, logits) in rows.chunks_exact(n_vocab).enumerate() {
-                    score(j, logits);
-                }
-            }
-            (None, None) => unreachable!("one backend is set"),
-        }
-        let ppl = (sum / count as f64).exp();
-        running.push(ppl);
+        score.running.push(score.ppl());
         if !json {
-            eprint!("[{}]{ppl:.4},", c + 1);
+            eprint!("[{}]{:.4},", score.running.len(), score.ppl());
         }
     }
-    let mean = sum / count as f64;
-    let var = (sum_sq / count as f64 - mean * mean).max(0.0);
-    let ppl = mean.exp();
-    let err = ppl * (var / (count as f64 - 1.0).max(1.0)).sqrt();
-    let secs = t0.elapsed().as_secs_f64();
-    let where_ = match &gpu {
-        Some(g) => format!("{} ({:?})", g.info.name, g.info.backend),
-        None => "cpu reference".into(),
-    };
+    report(
+        &score,
+        n_ctx,
+        n_chunks,
+        &where_,
+        t0.elapsed().as_secs_f64(),
+        json,
+    );
+    Ok(())
+}
+
+fn report(s: &Score, n_ctx: usize, n_chunks: usize, where_: &str, secs: f64, json: bool) {
+    let (ppl, err, count) = (s.ppl(), s.err(), s.count);
     if json {
         let doc = Json::obj(vec![
             ("ppl", Json::num(ppl)),
@@ -134,7 +198,7 @@ pub fn perplexity(
             ("tokens_scored", Json::num(count as f64)),
             (
                 "running",
-                Json::Arr(running.iter().map(|&p| Json::num(p)).collect()),
+                Json::Arr(s.running.iter().map(|&p| Json::num(p)).collect()),
             ),
             ("backend", Json::str(where_)),
             ("seconds", Json::num(secs)),
@@ -146,5 +210,4 @@ pub fn perplexity(
             "Final estimate: PPL = {ppl:.4} +/- {err:.5} ({n_chunks} windows of {n_ctx}, {count} tokens scored, {where_}, {secs:.1} s)"
         );
     }
-    Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::json::Json;
@@ -14,10 +14,33 @@ use glmw::synth::Preset;
 use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
 
+/// What `info` reports about a file.
+struct Summary {
+    shown: String,
+    name: String,
+    config: Result<Config>,
+    /// Tensor count and bytes per GGML type.
+    by_type: BTreeMap<String, (usize, u64)>,
+    tok_model: String,
+    tok_pre: String,
+    n_tokens: usize,
+    n_merges: usize,
+    special: Vec<(&'static str, Option<u32>)>,
+}
+
 pub fn info(path: Option<&Path>, json: bool, verbose: bool) -> Result<()> {
     let f = super::open_gguf(path)?;
+    let s = summary(&f, path)?;
+    if json {
+        info_json(&f, s, verbose)
+    } else {
+        info_text(&f, s, verbose)
+    }
+}
+
+fn summary(f: &glmw::gguf::GgufFile, path: Option<&Path>) -> Result<Summary> {
     let shown = path.map_or(glmw::builtin::NAME.to_string(), |p| p.display().to_string());
-    let config = Config::from_gguf(&f);
+    let config = Config::from_gguf(f);
     let mut by_type: BTreeMap<String, (usize, u64)> = BTreeMap::new();
     for t in f.tensors() {
         let e = by_type.entry(t.ggml_type.name().to_string()).or_default();
@@ -38,7 +61,7 @@ pub fn info(path: Option<&Path>, json: bool, verbose: bool) -> Result<()> {
     let n_merges = f
         .get_str_array("tokenizer.ggml.merges")?
         .map_or(0, |t| t.len());
-    let special: Vec<(&str, Option<u32>)> = ["bos", "eos", "eot", "eom", "padding"]
+    let special: Vec<(&'static str, Option<u32>)> = ["bos", "eos", "eot", "eom", "padding"]
         .iter()
         .map(|k| {
             (
@@ -51,91 +74,112 @@ pub fn info(path: Option<&Path>, json: bool, verbose: bool) -> Result<()> {
         .collect();
     let name = f.get_str("general.name")?.unwrap_or("").to_string();
 
-    if json {
-        let cfg = match &config {
-            Ok(c) => config_json(c),
-            Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
-        };
-        let types = by_type
-            .iter()
-            .map(|(k, (n, b))| {
-                (
-                    k.clone(),
-                    Json::obj(vec![
-                        ("count", Json::num(*n as f64)),
-                        ("bytes", Json::num(*b as f64)),
-                    ]),
-                )
-            })
-            .collect();
-        let mut doc = vec![
-            ("file", Json::str(shown.clone())),
-            ("file_bytes", Json::num(f.file_len() as f64)),
-            ("gguf_version", Json::num(f.version)),
-            ("name", Json::str(name)),
-            (
-                "architecture",
-                Json::str(f.get_str("general.architecture")?.unwrap_or("")),
-            ),
-            ("config", cfg),
-            ("n_tensors", Json::num(f.tensors().len() as f64)),
-            ("tensor_types", Json::Obj(types)),
-            (
-                "tokenizer",
-                Json::obj(vec![
-                    ("model", Json::str(tok_model)),
-                    ("pre", Json::str(tok_pre)),
-                    ("n_tokens", Json::num(n_tokens as f64)),
-                    ("n_merges", Json::num(n_merges as f64)),
-                    (
-                        "special",
-                        Json::Obj(
-                            special
-                                .iter()
-                                .map(|(k, v)| (k.to_string(), v.map_or(Json::Null, Json::num)))
-                                .collect(),
-                        ),
-                    ),
-                ]),
-            ),
-        ];
-        if verbose {
-            doc.push((
-                "metadata",
-                Json::Obj(
-                    f.metadata()
-                        .iter()
-                        .map(|(k, v)| (k.clone(), Json::str(v.summary())))
-                        .collect(),
-                ),
-            ));
-        }
-        println!("{}", Json::obj(doc).render());
-        return Ok(());
-    }
+    Ok(Summary {
+        shown,
+        name,
+        config,
+        by_type,
+        tok_model,
+        tok_pre,
+        n_tokens,
+        n_merges,
+        special,
+    })
+}
 
+fn info_json(f: &glmw::gguf::GgufFile, s: Summary, verbose: bool) -> Result<()> {
+    let cfg = match &s.config {
+        Ok(c) => config_json(c),
+        Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
+    };
+    let types = s
+        .by_type
+        .iter()
+        .map(|(k, (n, b))| {
+            (
+                k.clone(),
+                Json::obj(vec![
+                    ("count", Json::num(*n as f64)),
+                    ("bytes", Json::num(*b as f64)),
+                ]),
+            )
+        })
+        .collect();
+    let mut doc = vec![
+        ("file", Json::str(s.shown)),
+        ("file_bytes", Json::num(f.file_len() as f64)),
+        ("gguf_version", Json::num(f.version)),
+        ("name", Json::str(s.name)),
+        (
+            "architecture",
+            Json::str(f.get_str("general.architecture")?.unwrap_or("")),
+        ),
+        ("config", cfg),
+        ("n_tensors", Json::num(f.tensors().len() as f64)),
+        ("tensor_types", Json::Obj(types)),
+        (
+            "tokenizer",
+            Json::obj(vec![
+                ("model", Json::str(s.tok_model)),
+                ("pre", Json::str(s.tok_pre)),
+                ("n_tokens", Json::num(s.n_tokens as f64)),
+                ("n_merges", Json::num(s.n_merges as f64)),
+                (
+                    "special",
+                    Json::Obj(
+                        s.special
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.map_or(Json::Null, Json::num)))
+                            .collect(),
+                    ),
+                ),
+            ]),
+        ),
+    ];
+    if verbose {
+        doc.push((
+            "metadata",
+            Json::Obj(
+                f.metadata()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Json::str(v.summary())))
+                    .collect(),
+            ),
+        ));
+    }
+    println!("{}", Json::obj(doc).render());
+    Ok(())
+}
+
+fn info_text(f: &glmw::gguf::GgufFile, s: Summary, verbose: bool) -> Result<()> {
     println!(
         "file:         {} ({:.2} GiB, GGUF v{})",
-        shown,
+        s.shown,
         f.file_len() as f64 / (1u64 << 30) as f64,
         f.version
     );
-    println!("name:         {name}");
-    match &config {
+    println!("name:         {}", s.name);
+    match &s.config {
         Ok(c) => print_config(c),
         Err(e) => println!("config:       not loadable: {e}"),
     }
-    let types: Vec<String> = by_type
+    let types: Vec<String> = s
+        .by_type
         .iter()
         .map(|(k, (n, _))| format!("{k} {n}"))
         .collect();
     println!("tensors:      {} ({})", f.tensors().len(), types.join(", "));
-    let sp: Vec<String> = special
+    let sp: Vec<String> = s
+        .special
         .iter()
         .filter_map(|(k, v)| v.map(|v| format!("{k} {v}")))
         .collect();
     println!(
-        "tokenizer:    {tok_model}/{tok_pre}, {n_tokens} tokens, {n_merges} merges; {}",
+        "tokenizer:    {}/{}, {} tokens, {} merges; {}",
+        s.tok_model,
+        s.tok_pre,
+        s.n_tokens,
+        s.n_merges,
         sp.join(", ")
     );
     if verbose {
@@ -149,7 +193,7 @@ pub fn info(path: Option<&Path>, json: bool, verbose: bool) -> Result<()> {
             );
         }
     }
-    config.map(|_| ())
+    s.config.map(|_| ())
 }
 
 fn config_json(c: &Config) -> Json {
@@ -259,18 +303,42 @@ pub fn tokenize(path: Option<&Path>, text: &str, special: bool, json: bool) -> R
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn logits(
-    path: Option<&Path>,
-    tokens: &[u32],
-    backend: Backend,
-    no_subgroups: bool,
-    ctx: Option<usize>,
-    all: bool,
-    out: Option<&Path>,
-    json: bool,
-) -> Result<()> {
-    let model = super::open_model(path)?;
+/// `glmw logits`'s flags.
+#[derive(clap::Args)]
+pub struct LogitsArgs {
+    /// Path to a GGUF model file [default: the built-in glmw-tiny, a
+    /// 3.5M-parameter model of GLM-4.7-Flash's architecture trained on
+    /// the King James Bible].
+    #[arg(long, short)]
+    pub model: Option<PathBuf>,
+    /// Comma-separated token ids, e.g. 154822,154824,785.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub tokens: Vec<u32>,
+    /// Where to run the forward pass: the CPU reference, or a GPU
+    /// (auto/gpu picks the best adapter; metal, vulkan, dx12, gl force one).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub backend: Backend,
+    /// Use the shared-memory kernels even where the GPU has subgroups.
+    #[arg(long)]
+    pub no_subgroups: bool,
+    /// KV cache length for the GPU run (default: the number of tokens).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// With --out, write the logits of every position, not only the last
+    /// (the GPU then decodes token by token instead of one batched prefill).
+    #[arg(long)]
+    pub all: bool,
+    /// Write raw little-endian f32 logits to this file (n_vocab per position).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn logits(a: &LogitsArgs) -> Result<()> {
+    let (tokens, backend, all, json) = (&a.tokens[..], a.backend, a.all, a.json);
+    let model = super::open_model(a.model.as_deref())?;
     let n_vocab = model.config.n_vocab;
     if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
         return Err(Error::InvalidArgument(format!(
@@ -278,25 +346,21 @@ pub fn logits(
         )));
     }
     let t0 = Instant::now();
-    let rows: Vec<Vec<f32>> = match backend.gpu(no_subgroups) {
-        None => Reference::new(&model, tokens.len(), MlaForm::Absorbed).forward_all(tokens)?,
-        Some(opts) => {
-            let gpu = glmw::gpu::Gpu::new(opts)?;
-            let n_ctx = ctx.unwrap_or(tokens.len());
-            let mut e =
-                super::generate::load(&model, &gpu, n_ctx, 1, glmw::engine::DEFAULT_UBATCH)?;
-            log::info!("GPU load {:.2} s", t0.elapsed().as_secs_f64());
-            if all {
-                tokens.iter().map(|&t| e.logits(t)).collect::<Result<_>>()?
-            } else {
-                // Only the last row is wanted: one batched prefill.
-                vec![e.prefill_logits(tokens)?]
+    let rows: Vec<Vec<f32>> = match backend.gpu(a.no_subgroups) {
+        None => {
+            if tokens.len() > CPU_TOKENS_WARN {
+                eprintln!(
+                    "warning: the CPU reference runs {} tokens one at a time in plain f32, which is slow on large models; --backend gpu runs them batched",
+                    tokens.len()
+                );
             }
+            Reference::new(&model, tokens.len(), MlaForm::Absorbed).forward_all(tokens)?
         }
+        Some(opts) => gpu_logits(&model, opts, a.ctx.unwrap_or(tokens.len()), tokens, all)?,
     };
     let elapsed = t0.elapsed().as_secs_f64();
     let last = rows.last().expect("tokens is non-empty");
-    if let Some(out) = out {
+    if let Some(out) = &a.out {
         let shown = out.display().to_string();
         let mut w = std::io::BufWriter::new(std::fs::File::create(out).map_err(|e| Error::Io {
             path: shown.clone(),
@@ -361,6 +425,35 @@ pub fn logits(
         }
     }
     Ok(())
+}
+
+/// Above this many tokens `logits` on the CPU warns that it will be slow
+/// (llama.cpp warns, rather than refuses, when a request is costly).
+const CPU_TOKENS_WARN: usize = 64;
+
+/// Logits from the GPU engine: every position's (token by token) with
+/// `all`, else the last one's from one batched prefill.
+fn gpu_logits(
+    model: &glmw::model::Model,
+    opts: glmw::gpu::GpuOptions,
+    n_ctx: usize,
+    tokens: &[u32],
+    all: bool,
+) -> Result<Vec<Vec<f32>>> {
+    let gpu = glmw::gpu::Gpu::new(opts)?;
+    let mut bar = Progress::new("loading weights");
+    let eopts = glmw::engine::EngineOptions {
+        n_ctx,
+        ..Default::default()
+    };
+    let e = glmw::engine::Engine::load(model, &gpu, eopts, &mut |d, t| bar.update(d, t));
+    bar.finish();
+    let mut e = e?;
+    if all {
+        tokens.iter().map(|&t| e.logits(t)).collect()
+    } else {
+        Ok(vec![e.prefill_logits(tokens)?])
+    }
 }
 
 /// Indices and values of the k largest logits, largest first.

@@ -6,7 +6,7 @@ mod profile;
 
 pub use profile::TokenProfile;
 
-use crate::error::{Error, Result};
+use crate::error::{check_finite, Error, Result};
 use crate::gpu::plan::prefill::{self, Prefill};
 use crate::gpu::plan::{self, Plan, MAX_CANDIDATES};
 use crate::gpu::resident::ResidentWeights;
@@ -80,7 +80,11 @@ impl Resident {
             limit = limit.min(m);
         }
         plan::check(model, opts.n_ctx, limit)?;
-        let weights = ResidentWeights::upload(gpu, model, limit, progress)?;
+        let weights = gpu.scoped("uploading the weights", || {
+            let w = ResidentWeights::upload(gpu, model, limit, progress)?;
+            gpu.wait()?;
+            Ok(w)
+        })?;
         Ok(Resident {
             pipes: Arc::new(pipes),
             weights: Arc::new(weights),
@@ -92,6 +96,14 @@ impl Resident {
 fn check_options(opts: &EngineOptions) -> Result<()> {
     if opts.n_ctx == 0 {
         return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
+    }
+    // Positions are u32 in the kernels' step records.
+    if opts.n_ctx > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!(
+            "--ctx {} is above {}, the most positions the kernels address",
+            opts.n_ctx,
+            u32::MAX
+        )));
     }
     if opts.ubatch == 0 {
         return Err(Error::InvalidArgument("--ubatch must be at least 1".into()));
@@ -137,19 +149,6 @@ impl<'a> Engine<'a> {
         Engine::open(model, gpu, &r, opts)
     }
 
-    /// A new session over the same weights: its own KV cache (`n_ctx`
-    /// tokens, empty) and plans. Sessions are independent; each costs its
-    /// cache and some scratch, not the weights again.
-    pub fn session(&self, n_ctx: usize) -> Result<Engine<'a>> {
-        let opts = EngineOptions {
-            n_ctx,
-            candidates: self.k,
-            ubatch: self.prefill.ubatch,
-            ..Default::default()
-        };
-        Engine::open(self.model, self.gpu, &self.resident, opts)
-    }
-
     /// An engine over weights already resident (`Resident::upload`) with
     /// `opts`' context, candidates and ubatch (its variant and binding cap
     /// are the resident's).
@@ -161,6 +160,17 @@ impl<'a> Engine<'a> {
     ) -> Result<Engine<'a>> {
         check_options(&opts)?;
         plan::check(model, opts.n_ctx, resident.limit)?;
+        gpu.scoped("opening a session", || {
+            Self::open_checked(model, gpu, resident, opts)
+        })
+    }
+
+    fn open_checked(
+        model: &'a Model,
+        gpu: &'a Gpu,
+        resident: &Resident,
+        opts: EngineOptions,
+    ) -> Result<Engine<'a>> {
         let c = &model.config;
         if opts.n_ctx > c.n_ctx_train.max(1) {
             log::warn!(
@@ -171,20 +181,12 @@ impl<'a> Engine<'a> {
         }
         let (pipes, weights) = (&resident.pipes, &resident.weights);
         let c = &model.config;
-        let caches = plan::kv_caches(gpu, model, opts.n_ctx);
+        let caches = plan::kv_caches(gpu, model, opts.n_ctx)?;
         let plan = plan::build(gpu, pipes, model, weights, &caches)?;
         let ubatch = opts.ubatch.min(opts.n_ctx);
         let prefill = prefill::build(gpu, pipes, model, weights, &caches, ubatch)?;
-        let map_buf = |label, size| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        };
-        let readback = map_buf("candidates", 8 * MAX_CANDIDATES as u64);
-        let logits_readback = map_buf("logits", 4 * c.n_vocab as u64);
+        let readback = gpu.readback("candidates", 8 * MAX_CANDIDATES as u64)?;
+        let logits_readback = gpu.readback("logits", 4 * c.n_vocab as u64)?;
         gpu.queue.submit([]);
         gpu.wait()?;
         let mut e = Engine {
@@ -318,6 +320,7 @@ impl<'a> Engine<'a> {
                 .map_read(&head.readback, bytemuck::cast_slice_mut(rows))?;
             self.pos += n;
         }
+        check_finite(&out)?;
         Ok(out)
     }
 
@@ -339,8 +342,19 @@ impl<'a> Engine<'a> {
                 (u32::from_le_bytes(i.try_into().unwrap()), v)
             })
             .filter(|&(id, _)| (id as usize) < self.model.config.n_vocab)
-            .collect();
+            .collect::<Candidates>();
         self.bytes = bytes;
+        // NaN logits lose every comparison in the top-k, so none or
+        // fewer than k valid candidates come back.
+        if out.len() < k.min(self.model.config.n_vocab) {
+            return Err(Error::Model(format!(
+                "the GPU returned {} of {k} candidates: the logits are not finite, so the \
+                 model's weights or hyperparameters are corrupt",
+                out.len()
+            )));
+        }
+        let values: Vec<f32> = out.iter().map(|c| c.1).collect();
+        check_finite(&values)?;
         Ok(out)
     }
 
@@ -354,6 +368,7 @@ impl<'a> Engine<'a> {
         let mut out = vec![0f32; self.model.config.n_vocab];
         self.gpu
             .map_read(&self.logits_readback, bytemuck::cast_slice_mut(&mut out))?;
+        check_finite(&out)?;
         Ok(out)
     }
 

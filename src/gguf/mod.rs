@@ -52,7 +52,8 @@ impl ValueType {
     }
 
     pub fn id(self) -> u32 {
-        Self::ALL.iter().position(|t| *t == self).unwrap() as u32
+        // Declared in GGUF order, so the discriminant is the id.
+        self as u32
     }
 
     pub fn name(self) -> &'static str {
@@ -74,8 +75,7 @@ impl ValueType {
     }
 }
 
-/// One metadata value. Arrays carry their element type so that an empty
-/// array still round-trips.
+/// One metadata value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     U8(u8),
@@ -90,7 +90,224 @@ pub enum Value {
     U64(u64),
     I64(i64),
     F64(f64),
-    Array(ValueType, Vec<Value>),
+    Array(Array),
+}
+
+/// A metadata array, stored packed: a vector of its element type, or one
+/// text buffer for strings. Memory stays within a small constant of the
+/// array's size in the file (a 32-byte `Value` per element would be up to
+/// 32 times the file: issue 12). Arrays of arrays hold their own types.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Array {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+    Str(Strings),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+    Array(Vec<Array>),
+}
+
+/// A packed array of strings: their text back to back and where each ends.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Strings {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Strings {
+    pub fn with_capacity(n: usize) -> Strings {
+        Strings {
+            text: String::new(),
+            ends: Vec::with_capacity(n),
+        }
+    }
+    pub fn push(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+    }
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.text.get(start..end)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+    fn heap_bytes(&self) -> usize {
+        self.text.capacity() + vec_bytes(&self.ends)
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for Strings {
+    fn from_iter<I: IntoIterator<Item = S>>(items: I) -> Strings {
+        let mut out = Strings::default();
+        for s in items {
+            out.push(s.as_ref());
+        }
+        out
+    }
+}
+
+/// `$m!(variant)` for every numeric array variant (they differ only in type).
+macro_rules! numeric_arrays {
+    ($m:ident) => {
+        $m!(U8);
+        $m!(I8);
+        $m!(U16);
+        $m!(I16);
+        $m!(U32);
+        $m!(I32);
+        $m!(F32);
+        $m!(U64);
+        $m!(I64);
+        $m!(F64);
+    };
+}
+
+impl Array {
+    /// An empty array of `elem`s.
+    pub fn new(elem: ValueType) -> Array {
+        match elem {
+            ValueType::U8 => Array::U8(Vec::new()),
+            ValueType::I8 => Array::I8(Vec::new()),
+            ValueType::U16 => Array::U16(Vec::new()),
+            ValueType::I16 => Array::I16(Vec::new()),
+            ValueType::U32 => Array::U32(Vec::new()),
+            ValueType::I32 => Array::I32(Vec::new()),
+            ValueType::F32 => Array::F32(Vec::new()),
+            ValueType::Bool => Array::Bool(Vec::new()),
+            ValueType::Str => Array::Str(Strings::default()),
+            ValueType::U64 => Array::U64(Vec::new()),
+            ValueType::I64 => Array::I64(Vec::new()),
+            ValueType::F64 => Array::F64(Vec::new()),
+            ValueType::Array => Array::Array(Vec::new()),
+        }
+    }
+
+    /// Pack `items`, which must all be `elem`s.
+    pub fn from_values(elem: ValueType, items: Vec<Value>) -> Result<Array, String> {
+        let mut a = Array::new(elem);
+        for v in items {
+            a.push(v)?;
+        }
+        Ok(a)
+    }
+
+    /// Append `v`, which must be of the element type.
+    pub fn push(&mut self, v: Value) -> Result<(), String> {
+        macro_rules! arm {
+            ($t:ident) => {
+                if let (Array::$t(a), Value::$t(x)) = (&mut *self, &v) {
+                    a.push(*x);
+                    return Ok(());
+                }
+            };
+        }
+        numeric_arrays!(arm);
+        match (&mut *self, v) {
+            (Array::Bool(a), Value::Bool(x)) => a.push(x),
+            (Array::Str(a), Value::Str(x)) => a.push(&x),
+            (Array::Array(a), Value::Array(x)) => a.push(x),
+            (a, v) => {
+                return Err(format!(
+                    "array of {} cannot hold a {}",
+                    a.elem_type().name(),
+                    v.value_type().name()
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    pub fn elem_type(&self) -> ValueType {
+        macro_rules! arm {
+            ($t:ident) => {
+                if let Array::$t(_) = self {
+                    return ValueType::$t;
+                }
+            };
+        }
+        numeric_arrays!(arm);
+        match self {
+            Array::Bool(_) => ValueType::Bool,
+            Array::Str(_) => ValueType::Str,
+            _ => ValueType::Array,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        macro_rules! arm {
+            ($t:ident) => {
+                if let Array::$t(a) = self {
+                    return a.len();
+                }
+            };
+        }
+        numeric_arrays!(arm);
+        match self {
+            Array::Bool(a) => a.len(),
+            Array::Str(a) => a.len(),
+            Array::Array(a) => a.len(),
+            _ => 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` as a `Value` (a copy).
+    pub fn get(&self, i: usize) -> Option<Value> {
+        macro_rules! arm {
+            ($t:ident) => {
+                if let Array::$t(a) = self {
+                    return a.get(i).map(|x| Value::$t(*x));
+                }
+            };
+        }
+        numeric_arrays!(arm);
+        match self {
+            Array::Bool(a) => a.get(i).map(|x| Value::Bool(*x)),
+            Array::Str(a) => a.get(i).map(|s| Value::Str(s.to_string())),
+            Array::Array(a) => a.get(i).map(|x| Value::Array(x.clone())),
+            _ => None,
+        }
+    }
+
+    /// Heap bytes held (the size the parsed metadata costs).
+    pub fn heap_bytes(&self) -> usize {
+        macro_rules! arm {
+            ($t:ident) => {
+                if let Array::$t(a) = self {
+                    return vec_bytes(a);
+                }
+            };
+        }
+        numeric_arrays!(arm);
+        match self {
+            Array::Bool(a) => vec_bytes(a),
+            Array::Str(a) => a.heap_bytes(),
+            Array::Array(a) => vec_bytes(a) + a.iter().map(Array::heap_bytes).sum::<usize>(),
+            _ => 0,
+        }
+    }
+}
+
+fn vec_bytes<T>(v: &Vec<T>) -> usize {
+    v.capacity() * std::mem::size_of::<T>()
 }
 
 impl Value {
@@ -110,6 +327,11 @@ impl Value {
             Value::F64(_) => ValueType::F64,
             Value::Array(..) => ValueType::Array,
         }
+    }
+
+    /// An array of `elem`s from `items` (each must be an `elem`).
+    pub fn array(elem: ValueType, items: Vec<Value>) -> Result<Value, String> {
+        Array::from_values(elem, items).map(Value::Array)
     }
 
     /// Any integer type widened to i128 (so every integer fits), else None.
@@ -143,6 +365,15 @@ impl Value {
         }
     }
 
+    /// Heap bytes held beyond the `Value` itself.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Value::Str(s) => s.capacity(),
+            Value::Array(a) => a.heap_bytes(),
+            _ => 0,
+        }
+    }
+
     /// A short human rendering: scalars in full, long arrays summarised.
     pub fn summary(&self) -> String {
         match self {
@@ -154,11 +385,14 @@ impl Value {
                 format!("{:?}… ({} bytes)", &s[..cut], s.len())
             }
             Value::Str(s) => format!("{s:?}"),
-            Value::Array(t, items) if items.len() > 4 => {
-                format!("[{}; {}]", t.name(), items.len())
+            Value::Array(a) if a.len() > 4 => {
+                format!("[{}; {}]", a.elem_type().name(), a.len())
             }
-            Value::Array(_, items) => {
-                let parts: Vec<String> = items.iter().map(|v| v.summary()).collect();
+            Value::Array(a) => {
+                let parts: Vec<String> = (0..a.len())
+                    .filter_map(|i| a.get(i))
+                    .map(|v| v.summary())
+                    .collect();
                 format!("[{}]", parts.join(", "))
             }
             Value::Bool(b) => b.to_string(),

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{Value, ValueType, DEFAULT_ALIGNMENT};
+use super::{Array, Strings, Value, ValueType, DEFAULT_ALIGNMENT};
 use crate::error::{Error, Result};
 use crate::quant::GgmlType;
 
@@ -103,6 +103,7 @@ impl GgufFile {
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
         let shown = path.display().to_string();
+        check_regular(path, &shown)?;
         let file = std::fs::File::open(path).map_err(|e| Error::io(&shown, e))?;
         // SAFETY: the map is read-only; glmw never writes the file while it is
         // mapped. Another process truncating it underneath us is the usual
@@ -245,8 +246,8 @@ impl GgufFile {
         for (at, mut t) in raw {
             let abs = data_offset.checked_add(t.offset);
             let end = abs.and_then(|a| a.checked_add(t.n_bytes));
-            match end {
-                Some(end) if end <= file_len => t.offset = abs.unwrap(),
+            match abs.zip(end) {
+                Some((abs, end)) if end <= file_len => t.offset = abs,
                 _ => {
                     return Err(Error::gguf(
                         at as u64,
@@ -343,35 +344,62 @@ impl GgufFile {
         }
     }
 
-    pub fn get_str_array(&self, key: &str) -> Result<Option<Vec<&str>>> {
+    /// An array of strings, packed as the file stores it.
+    pub fn get_str_array(&self, key: &str) -> Result<Option<&Strings>> {
         match self.get(key) {
             None => Ok(None),
-            Some(Value::Array(ValueType::Str, items)) => {
-                Ok(Some(items.iter().filter_map(|v| v.as_str()).collect()))
-            }
+            Some(Value::Array(Array::Str(items))) => Ok(Some(items)),
             Some(v) => Err(wrong_type(key, "array of strings", v)),
         }
     }
 
     /// An array of any integer type, each element range-checked into i32.
     pub fn get_i32_array(&self, key: &str) -> Result<Option<Vec<i32>>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Array(_, items)) => {
-                let mut out = Vec::with_capacity(items.len());
-                for v in items {
-                    match v.as_int() {
-                        Some(i) if (i32::MIN as i128..=i32::MAX as i128).contains(&i) => {
-                            out.push(i as i32)
-                        }
-                        _ => return Err(wrong_type(key, "array of integers", v)),
-                    }
-                }
-                Ok(Some(out))
+        let items = match self.get(key) {
+            None => return Ok(None),
+            Some(Value::Array(Array::I32(v))) => return Ok(Some(v.clone())),
+            Some(Value::Array(a)) => a,
+            Some(v) => return Err(wrong_type(key, "array of integers", v)),
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for i in 0..items.len() {
+            let v = items.get(i).unwrap_or(Value::Bool(false));
+            match v.as_int() {
+                Some(i) if (i32::MIN as i128..=i32::MAX as i128).contains(&i) => out.push(i as i32),
+                _ => return Err(wrong_type(key, "array of integers", &v)),
             }
-            Some(v) => Err(wrong_type(key, "array of integers", v)),
         }
+        Ok(Some(out))
     }
+
+    /// Heap bytes the parsed metadata holds (keys and values): it stays
+    /// within a small constant of the metadata's size in the file.
+    pub fn metadata_heap_bytes(&self) -> usize {
+        let per_entry = std::mem::size_of::<(String, Value)>();
+        self.metadata
+            .iter()
+            .map(|(k, v)| per_entry + k.capacity() + v.heap_bytes())
+            .sum()
+    }
+}
+
+/// Only a regular file is mapped: a FIFO would block the open forever, and
+/// a directory or a device fails with an unhelpful "No such device".
+fn check_regular(path: &Path, shown: &str) -> Result<()> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(shown, e))?;
+    let why = if meta.is_dir() {
+        "is a directory; give the path of a .gguf model file"
+    } else if !meta.is_file() {
+        "is not a regular file (a FIFO, socket or device); glmw maps model files and needs a regular file"
+    } else if meta.len() == 0 {
+        "is empty; not a GGUF model file"
+    } else {
+        return Ok(());
+    };
+    Err(Error::io(
+        shown,
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+    ))
 }
 
 fn wrong_type(key: &str, want: &str, got: &Value) -> Error {
@@ -386,7 +414,7 @@ fn check_known_type(key: &str, value: &Value, at: usize) -> Result<()> {
         return Ok(());
     };
     let ok = match (value, elem) {
-        (Value::Array(t, _), Some(e)) => *want == ValueType::Array && t == e,
+        (Value::Array(a), Some(e)) => *want == ValueType::Array && a.elem_type() == *e,
         (v, None) => v.value_type() == *want,
         _ => false,
     };
@@ -398,7 +426,7 @@ fn check_known_type(key: &str, value: &Value, at: usize) -> Result<()> {
         None => want.name().to_string(),
     };
     let got_s = match value {
-        Value::Array(t, _) => format!("array of {}", t.name()),
+        Value::Array(a) => format!("array of {}", a.elem_type().name()),
         v => v.value_type().name().to_string(),
     };
     Err(Error::gguf(
@@ -473,7 +501,9 @@ impl<'a> Cursor<'a> {
     }
 
     fn arr<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
-        Ok(self.take(N as u64, what)?.try_into().unwrap())
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N as u64, what)?);
+        Ok(out)
     }
     fn u32(&mut self, what: &str) -> Result<u32> {
         Ok(u32::from_le_bytes(self.arr(what)?))
@@ -500,6 +530,11 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, what: &str) -> Result<String> {
+        self.str(what).map(str::to_string)
+    }
+
+    /// A length-prefixed UTF-8 string, borrowed from the file.
+    fn str(&mut self, what: &str) -> Result<&'a str> {
         let at = self.pos as u64;
         let len = self.u64(what)?;
         if len > MAX_STRING {
@@ -509,7 +544,7 @@ impl<'a> Cursor<'a> {
             ));
         }
         let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec())
+        std::str::from_utf8(bytes)
             .map_err(|_| Error::gguf(at + 8, format!("{what} is not valid UTF-8")))
     }
 
@@ -544,21 +579,83 @@ impl<'a> Cursor<'a> {
             },
             ValueType::Str => Value::Str(self.string("string value")?),
             ValueType::Array => {
-                if depth >= MAX_ARRAY_DEPTH {
-                    return Err(Error::gguf(
-                        at,
-                        format!("arrays nested deeper than {MAX_ARRAY_DEPTH}"),
-                    ));
-                }
                 let elem = self.value_type("array element type")?;
-                let n = self.count("array length", MAX_ARRAY)?;
-                // Grow as elements actually parse: a corrupt count must not reserve gigabytes.
-                let mut items = Vec::with_capacity(n.min(1 << 16) as usize);
-                for _ in 0..n {
-                    items.push(self.value(elem, depth + 1)?);
-                }
-                Value::Array(elem, items)
+                Value::Array(self.array(elem, depth)?)
             }
         })
+    }
+
+    /// An array's length and `elem`s, packed (`Array`). The length is
+    /// checked against the bytes left before anything is reserved.
+    fn array(&mut self, elem: ValueType, depth: u32) -> Result<Array> {
+        let at = self.pos as u64;
+        if depth >= MAX_ARRAY_DEPTH {
+            return Err(Error::gguf(
+                at,
+                format!("arrays nested deeper than {MAX_ARRAY_DEPTH}"),
+            ));
+        }
+        let n = self.count("array length", MAX_ARRAY)?;
+        let left = (self.buf.len() - self.pos) as u64;
+        if n.saturating_mul(min_size(elem)) > left {
+            return Err(Error::gguf(at, format!("array of {n} {} is larger than the rest of the file; the file is truncated or corrupt", elem.name())));
+        }
+        let n = n as usize;
+        macro_rules! packed {
+            ($t:ident, $ty:ty) => {
+                Array::$t(bytemuck::pod_collect_to_vec::<u8, $ty>(
+                    self.take((n * std::mem::size_of::<$ty>()) as u64, "array")?,
+                ))
+            };
+        }
+        Ok(match elem {
+            ValueType::U8 => Array::U8(self.take(n as u64, "array")?.to_vec()),
+            ValueType::I8 => packed!(I8, i8),
+            ValueType::U16 => packed!(U16, u16),
+            ValueType::I16 => packed!(I16, i16),
+            ValueType::U32 => packed!(U32, u32),
+            ValueType::I32 => packed!(I32, i32),
+            ValueType::F32 => packed!(F32, f32),
+            ValueType::U64 => packed!(U64, u64),
+            ValueType::I64 => packed!(I64, i64),
+            ValueType::F64 => packed!(F64, f64),
+            ValueType::Bool => {
+                let bytes = self.take(n as u64, "array")?;
+                if let Some(b) = bytes.iter().find(|b| **b > 1) {
+                    return Err(Error::gguf(
+                        at,
+                        format!("bool value {b} is neither 0 nor 1"),
+                    ));
+                }
+                Array::Bool(bytes.iter().map(|b| *b == 1).collect())
+            }
+            ValueType::Str => {
+                let mut out = Strings::with_capacity(n);
+                for _ in 0..n {
+                    out.push(self.str("string value")?);
+                }
+                Array::Str(out)
+            }
+            ValueType::Array => {
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let elem = self.value_type("array element type")?;
+                    out.push(self.array(elem, depth + 1)?);
+                }
+                Array::Array(out)
+            }
+        })
+    }
+}
+
+/// The fewest bytes one `elem` takes in the file.
+fn min_size(elem: ValueType) -> u64 {
+    match elem {
+        ValueType::U8 | ValueType::I8 | ValueType::Bool => 1,
+        ValueType::U16 | ValueType::I16 => 2,
+        ValueType::U32 | ValueType::I32 | ValueType::F32 => 4,
+        ValueType::U64 | ValueType::I64 | ValueType::F64 | ValueType::Str => 8,
+        // element type (4) and length (8) of the inner array
+        ValueType::Array => 12,
     }
 }

@@ -7,7 +7,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use super::reader::align_up;
-use super::{Value, DEFAULT_ALIGNMENT};
+use super::{Array, Value, DEFAULT_ALIGNMENT};
 use crate::error::{Error, Result};
 use crate::quant::GgmlType;
 
@@ -190,20 +190,33 @@ fn put_value(h: &mut Vec<u8>, v: &Value) -> Result<()> {
         Value::F64(x) => h.extend_from_slice(&x.to_le_bytes()),
         Value::Bool(b) => h.push(*b as u8),
         Value::Str(s) => put_str(h, s),
-        Value::Array(elem, items) => {
-            h.extend_from_slice(&elem.id().to_le_bytes());
-            h.extend_from_slice(&(items.len() as u64).to_le_bytes());
-            for it in items {
-                if it.value_type() != *elem {
-                    return Err(Error::InvalidArgument(format!(
-                        "array declared as {} holds a {}",
-                        elem.name(),
-                        it.value_type().name()
-                    )));
-                }
-                put_value(h, it)?;
-            }
-        }
+        Value::Array(a) => put_array(h, a),
     }
     Ok(())
+}
+
+fn put_array(h: &mut Vec<u8>, a: &Array) {
+    h.extend_from_slice(&a.elem_type().id().to_le_bytes());
+    h.extend_from_slice(&(a.len() as u64).to_le_bytes());
+    macro_rules! le {
+        ($v:expr) => {
+            $v.iter()
+                .for_each(|x| h.extend_from_slice(&x.to_le_bytes()))
+        };
+    }
+    match a {
+        Array::U8(v) => h.extend_from_slice(v),
+        Array::I8(v) => le!(v),
+        Array::U16(v) => le!(v),
+        Array::I16(v) => le!(v),
+        Array::U32(v) => le!(v),
+        Array::I32(v) => le!(v),
+        Array::F32(v) => le!(v),
+        Array::U64(v) => le!(v),
+        Array::I64(v) => le!(v),
+        Array::F64(v) => le!(v),
+        Array::Bool(v) => v.iter().for_each(|b| h.push(*b as u8)),
+        Array::Str(v) => v.iter().for_each(|s| put_str(h, s)),
+        Array::Array(v) => v.iter().for_each(|inner| put_array(h, inner)),
+    }
 }

@@ -1,57 +1,99 @@
 //! Buffer helpers: uploads, uniforms and blocking readback.
 
-use wgpu::util::DeviceExt;
-
 use super::context::Gpu;
 use crate::error::{Error, Result};
 
+/// `size` rounded up to what a storage buffer holds (a multiple of 4, at
+/// least 16), checked against overflow.
+fn padded(label: &str, size: u64) -> Result<u64> {
+    size.max(16)
+        .checked_next_multiple_of(4)
+        .ok_or_else(|| Error::InvalidArgument(format!("buffer {label} of {size} bytes overflows")))
+}
+
+const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
 impl Gpu {
-    /// A storage buffer holding `data` (weights are uploaded read-only and
-    /// bound as `var<storage, read>`, so readers need no barriers).
-    pub fn storage(&self, label: &str, data: &[u8]) -> wgpu::Buffer {
+    /// A buffer of `size` bytes, checked against the adapter's limits
+    /// before it is made; a failed creation (out of memory) is an error,
+    /// never a panic in wgpu's default handler.
+    fn buffer(
+        &self,
+        label: &str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+        mapped_at_creation: bool,
+    ) -> Result<wgpu::Buffer> {
+        self.check_size(label, size)?;
         self.count_object();
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        self.scoped(&format!("creating buffer {label}"), || {
+            Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
-                contents: data,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-            })
+                size,
+                usage,
+                mapped_at_creation,
+            }))
+        })
     }
 
-    /// A uniform buffer of a `#[repr(C)]` params struct.
+    /// A storage buffer holding `data` (weights are uploaded read-only and
+    /// bound as `var<storage, read>`, so readers need no barriers).
+    pub fn storage(&self, label: &str, data: &[u8]) -> Result<wgpu::Buffer> {
+        let buf = self.buffer(label, padded(label, data.len() as u64)?, STORAGE, true)?;
+        // Unlike wgpu's `create_buffer_init`, a mapping that fails is
+        // reported instead of panicking.
+        let mut view = buf
+            .get_mapped_range_mut(..)
+            .map_err(|e| Error::Gpu(format!("buffer {label}: {e}")))?;
+        view.slice(..data.len()).copy_from_slice(data);
+        drop(view);
+        buf.unmap();
+        Ok(buf)
+    }
+
+    /// A uniform buffer of a `#[repr(C)]` params struct (a few bytes: it
+    /// cannot exceed a limit, and a write never panics).
     pub fn uniform<T: bytemuck::Pod>(&self, label: &str, params: &T) -> wgpu::Buffer {
         self.count_object();
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: bytemuck::bytes_of(params),
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            })
+        let bytes = bytemuck::bytes_of(params);
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: (bytes.len() as u64).max(16).next_multiple_of(4),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.queue.write_buffer(&buf, 0, bytes);
+        buf
     }
 
     /// A zero-filled read-write storage buffer of `size` bytes (at least 16).
-    pub fn scratch(&self, label: &str, size: u64) -> wgpu::Buffer {
-        self.count_object();
-        self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: size.max(16).next_multiple_of(4),
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
+    pub fn scratch(&self, label: &str, size: u64) -> Result<wgpu::Buffer> {
+        self.buffer(label, padded(label, size)?, STORAGE, false)
+    }
+
+    /// A zero-filled f32 scratch buffer of `dims` multiplied out, the
+    /// product checked (sizes come from the file and the options).
+    pub fn scratch_f32(&self, label: &str, dims: &[usize]) -> Result<wgpu::Buffer> {
+        let size = dims
+            .iter()
+            .try_fold(4u64, |a, &d| a.checked_mul(d as u64))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("buffer {label} of {dims:?} floats overflows"))
+            })?;
+        self.scratch(label, size)
+    }
+
+    /// A buffer the CPU maps to read results (`map_read`).
+    pub fn readback(&self, label: &str, size: u64) -> Result<wgpu::Buffer> {
+        let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        self.buffer(label, size, usage, false)
     }
 
     /// Copy `len` bytes of `src` back to the CPU, waiting for the GPU.
     pub fn read(&self, src: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: len,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = self.readback("readback", len)?;
         let mut enc = self.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(src, 0, &staging, 0, len);
         self.queue.submit([enc.finish()]);

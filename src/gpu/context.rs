@@ -4,6 +4,7 @@
 //! bindings work wherever the hardware allows them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 
@@ -66,7 +67,6 @@ pub struct Caps {
     pub timestamps_in_passes: bool,
     pub max_storage_binding: u64,
     pub max_buffer: u64,
-    pub max_workgroup_storage: u32,
 }
 
 pub struct Gpu {
@@ -81,6 +81,9 @@ pub struct Gpu {
     /// Buffers, bind groups and pipelines created so far (the decode test
     /// checks that a token creates none).
     objects: AtomicU64,
+    /// The first device error no error scope caught (wgpu's default
+    /// handler would panic); `wait` reports it.
+    uncaptured: Arc<Mutex<Option<String>>>,
 }
 
 const INSTALL_HINT: &str = "install a Vulkan driver for your GPU, or Mesa's lavapipe CPU driver \
@@ -140,6 +143,14 @@ impl Gpu {
             ..Default::default()
         }))
         .map_err(|e| Error::Gpu(format!("could not open device {}: {e}", info.name)))?;
+        let uncaptured = Arc::new(Mutex::new(None));
+        let slot = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            log::error!("gpu: {e}");
+            if let Ok(mut s) = slot.lock() {
+                s.get_or_insert_with(|| e.to_string());
+            }
+        }));
         let has_subgroups = features.contains(wgpu::Features::SUBGROUP);
         let caps = Caps {
             variant: if has_subgroups && !opts.no_subgroups {
@@ -153,7 +164,6 @@ impl Gpu {
             timestamps_in_passes: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
             max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
-            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
         };
         let coop_matrix = if have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
             adapter
@@ -187,6 +197,7 @@ impl Gpu {
             caps,
             coop_matrix,
             objects: AtomicU64::new(0),
+            uncaptured,
         })
     }
 
@@ -199,11 +210,50 @@ impl Gpu {
         self.objects.load(Ordering::Relaxed)
     }
 
-    /// Block until the GPU has finished all submitted work.
+    /// Block until the GPU has finished all submitted work; an error the
+    /// device reported outside any scope since the last wait is returned
+    /// here.
     pub fn wait(&self) -> Result<()> {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        let taken = self.uncaptured.lock().ok().and_then(|mut s| s.take());
+        match taken {
+            Some(e) => Err(Error::Gpu(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Run `f` with the device's out-of-memory and validation errors
+    /// captured: one of them becomes an `Error::Gpu` naming `what`, rather
+    /// than a panic in wgpu's default handler.
+    pub fn scoped<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f();
+        let errors = [
+            pollster::block_on(invalid.pop()),
+            pollster::block_on(oom.pop()),
+        ];
+        match (out, errors) {
+            (Err(e), _) => Err(e),
+            (Ok(_), [Some(e), _] | [None, Some(e)]) => Err(Error::Gpu(format!("{what}: {e}"))),
+            (Ok(v), _) => Ok(v),
+        }
+    }
+
+    /// Check that a buffer of `size` bytes for `label` can be created and
+    /// bound whole on this adapter.
+    pub fn check_size(&self, label: &str, size: u64) -> Result<()> {
+        let limit = self.caps.max_storage_binding.min(self.caps.max_buffer);
+        if size > limit {
+            return Err(Error::Gpu(format!(
+                "buffer {label} needs {} MiB; this adapter allows {} MiB per buffer \
+                 (a smaller --ctx or --ubatch, or a smaller model, may fit)",
+                size >> 20,
+                limit >> 20
+            )));
+        }
         Ok(())
     }
 

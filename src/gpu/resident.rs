@@ -3,6 +3,9 @@
 //! The token embedding too (gathered by embed.wgsl): after the upload a
 //! GPU session reads nothing from the mapped file, so a file truncated or
 //! rewritten while it runs cannot fault it.
+//! Fields keep the model's names (`model::Weights`, llama.cpp's): a matrix
+//! merged for the kernels is named as llama.cpp names the merged tensor
+//! (`ffn_gate_up_exps`).
 
 use super::context::Gpu;
 use super::weights::{Matrix, Uploader};
@@ -29,10 +32,12 @@ pub struct GateUpDown {
 pub enum FfnWeights {
     Dense(GateUpDown),
     Moe {
-        router: Matrix,
-        /// Selection bias (`exp_probs_b`), if the model has one.
-        bias: Option<wgpu::Buffer>,
-        experts: GateUpDown,
+        gate_inp: Matrix,
+        /// Selection bias, if the model has one.
+        exp_probs_b: Option<wgpu::Buffer>,
+        /// Every expert's gate and up, merged (`Matrix::gate_up`).
+        gate_up_exps: Matrix,
+        down_exps: Matrix,
         shared: Option<GateUpDown>,
     },
 }
@@ -40,7 +45,7 @@ pub enum FfnWeights {
 pub struct LayerWeights {
     pub attn_norm: wgpu::Buffer,
     pub q: QWeights,
-    pub kv_a: Matrix,
+    pub kv_a_mqa: Matrix,
     pub kv_a_norm: wgpu::Buffer,
     pub k_b: Matrix,
     pub v_b: Matrix,
@@ -95,20 +100,18 @@ impl ResidentWeights {
                     down_exps,
                     shared,
                 } => FfnWeights::Moe {
-                    router: up.matrix(gate_inp)?,
-                    bias: match exp_probs_b {
+                    gate_inp: up.matrix(gate_inp)?,
+                    exp_probs_b: match exp_probs_b {
                         Some(t) => Some(up.vector(t)?),
                         None => None,
                     },
-                    experts: GateUpDown {
-                        gate_up: match gate_up_exps {
-                            ExpertsGateUp::Separate { gate, up: u } => {
-                                up.gate_up(&format!("blk.{il}.ffn_gate_up_exps"), gate, u)?
-                            }
-                            ExpertsGateUp::Merged { gate_up } => up.merged_gate_up(gate_up)?,
-                        },
-                        down: up.matrix(down_exps)?,
+                    gate_up_exps: match gate_up_exps {
+                        ExpertsGateUp::Separate { gate, up: u } => {
+                            up.gate_up(&format!("blk.{il}.ffn_gate_up_exps"), gate, u)?
+                        }
+                        ExpertsGateUp::Merged { gate_up } => up.merged_gate_up(gate_up)?,
                     },
+                    down_exps: up.matrix(down_exps)?,
                     shared: match shared {
                         Some(sh) => Some(GateUpDown {
                             gate_up: up.gate_up(
@@ -125,7 +128,7 @@ impl ResidentWeights {
             layers.push(LayerWeights {
                 attn_norm: up.vector(&lw.attn_norm)?,
                 q,
-                kv_a: up.matrix(&lw.kv_a_mqa)?,
+                kv_a_mqa: up.matrix(&lw.kv_a_mqa)?,
                 kv_a_norm: up.vector(&lw.kv_a_norm)?,
                 k_b: up.matrix(&lw.k_b)?,
                 v_b: up.matrix(&lw.v_b)?,
@@ -150,16 +153,17 @@ impl ResidentWeights {
                 QWeights::Lora { q_a, q_b, .. } => out.extend([q_a, q_b]),
                 QWeights::Direct(q) => out.push(q),
             }
-            out.extend([&l.kv_a, &l.k_b, &l.v_b, &l.attn_output]);
+            out.extend([&l.kv_a_mqa, &l.k_b, &l.v_b, &l.attn_output]);
             match &l.ffn {
                 FfnWeights::Dense(d) => out.extend([&d.gate_up, &d.down]),
                 FfnWeights::Moe {
-                    router,
-                    experts,
+                    gate_inp,
+                    gate_up_exps,
+                    down_exps,
                     shared,
                     ..
                 } => {
-                    out.extend([router, &experts.gate_up, &experts.down]);
+                    out.extend([gate_inp, gate_up_exps, down_exps]);
                     if let Some(s) = shared {
                         out.extend([&s.gate_up, &s.down]);
                     }

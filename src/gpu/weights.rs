@@ -65,8 +65,9 @@ fn format_of(t: &TensorInfo) -> Result<Format> {
     }
 }
 
-/// Raw GGUF blocks → the arrays `format`'s kernel binds.
-fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
+/// Raw GGUF blocks → the arrays `format`'s kernel binds (the tests upload
+/// their random matrices through it too).
+pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
     Ok(match format {
         Format::Q4_0 => {
             let (s, n) = repack::repack_q4_0(raw)?;
@@ -116,7 +117,7 @@ impl<'a> Uploader<'a> {
     }
 
     fn buffer(&mut self, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
-        let b = self.gpu.storage(label, bytes);
+        let b = self.gpu.storage(label, bytes)?;
         self.done += bytes.len() as u64;
         self.since_flush += bytes.len() as u64;
         if self.since_flush >= FLUSH_BYTES {

@@ -6,6 +6,25 @@
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 
+// Bounds on the hyperparameters, far above every deepseek2-family model
+// (GLM-4.7-Flash: 47 layers, 2048 wide, 20 heads, a 154880-token vocabulary,
+// 64 experts of which 4 are used and 1 shared). With every count and width
+// below them, a product of a few of them cannot overflow, and a corrupt
+// value fails at load with its key's name instead of as a huge allocation.
+
+/// Most blocks (`block_count`).
+pub const MAX_LAYERS: usize = 1024;
+/// Widest row of any kind: embedding, FFN, LoRA ranks, head widths.
+pub const MAX_WIDTH: usize = 1 << 20;
+/// Most attention heads.
+pub const MAX_HEADS: usize = 1024;
+/// Largest vocabulary.
+pub const MAX_VOCAB: usize = 1 << 22;
+/// Most routed experts (and experts used per token).
+pub const MAX_EXPERTS: usize = 4096;
+/// Most shared experts.
+pub const MAX_SHARED_EXPERTS: usize = 64;
+
 /// The expert gating function (`{arch}.expert_gating_func`: 1 softmax, 2 sigmoid).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gating {
@@ -54,8 +73,6 @@ pub struct Config {
     pub rope_freq_base: f32,
     pub yarn: Option<Yarn>,
     pub rms_eps: f32,
-    /// Multi-token-prediction layers stored past `n_layer` (ignored).
-    pub n_nextn: usize,
 }
 
 impl Config {
@@ -69,6 +86,21 @@ impl Config {
     }
     pub fn is_moe_layer(&self, il: usize) -> bool {
         il >= self.n_layer_dense_lead && self.n_expert > 0
+    }
+    /// Whether any block is MoE; without one, the expert counts and widths
+    /// size nothing.
+    pub fn has_moe(&self) -> bool {
+        self.n_layer_dense_lead < self.n_layer && self.n_expert > 0
+    }
+    /// What sizes the MoE buffers: (experts, used per token, expert FFN
+    /// width, shared FFN width), all 0 when every block is dense (the
+    /// expert keys are then unused, whatever they say).
+    pub fn moe_dims(&self) -> (usize, usize, usize, usize) {
+        if !self.has_moe() {
+            return (0, 0, 0, 0);
+        }
+        let shared = self.n_ff_exp * self.n_expert_shared;
+        (self.n_expert, self.n_expert_used, self.n_ff_exp, shared)
     }
 
     /// Attention scale, deepseek2.cpp: mscale² / sqrt(key_length_mla), with
@@ -142,43 +174,7 @@ impl Config {
             None => Gating::Softmax,
         };
 
-        let yarn = match f.get_str(&k("rope.scaling.type"))? {
-            None | Some("none") | Some("linear") => {
-                let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(0.0);
-                if factor != 0.0 && factor != 1.0 {
-                    return Err(Error::Unsupported(format!(
-                        "linear RoPE scaling with factor {factor}"
-                    )));
-                }
-                None
-            }
-            Some("yarn") => {
-                let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(1.0);
-                if !(factor >= 1.0 && factor.is_finite()) {
-                    return Err(Error::Model(format!(
-                        "rope.scaling.factor {factor} must be >= 1"
-                    )));
-                }
-                Some(Yarn {
-                    freq_scale: 1.0 / factor,
-                    n_ctx_orig: f
-                        .get_u32(&k("rope.scaling.original_context_length"))?
-                        .unwrap_or(0),
-                    beta_fast: f
-                        .get_f32(&k("rope.scaling.yarn_beta_fast"))?
-                        .unwrap_or(32.0),
-                    beta_slow: f.get_f32(&k("rope.scaling.yarn_beta_slow"))?.unwrap_or(1.0),
-                    ext_factor: f
-                        .get_f32(&k("rope.scaling.yarn_ext_factor"))?
-                        .filter(|v| *v >= 0.0)
-                        .unwrap_or(1.0),
-                    log_mul: f
-                        .get_f32(&k("rope.scaling.yarn_log_multiplier"))?
-                        .unwrap_or(0.0),
-                })
-            }
-            Some(other) => return Err(Error::Unsupported(format!("RoPE scaling type {other:?}"))),
-        };
+        let yarn = yarn(f, &k)?;
 
         let mut c = Config {
             n_layer,
@@ -205,7 +201,6 @@ impl Config {
             rms_eps: f
                 .get_f32(&k("attention.layer_norm_rms_epsilon"))?
                 .unwrap_or(1e-6),
-            n_nextn: opt("nextn_predict_layers", 0)?,
             arch,
         };
         // llama.cpp treats a stored scale of 0 as "do not scale".
@@ -217,18 +212,44 @@ impl Config {
     }
 
     fn validate(&self, key_length_mla: usize) -> Result<()> {
-        let bad = |m: String| Err(Error::Model(m));
-        for (name, v) in [
-            ("block_count", self.n_layer),
-            ("embedding_length", self.n_embd),
-            ("attention.head_count", self.n_head),
-            ("attention.kv_lora_rank", self.n_lora_kv),
-            ("attention.value_length_mla", self.n_embd_head_v),
-            ("rope.dimension_count", self.n_embd_head_qk_rope),
-            ("vocabulary size", self.n_vocab),
+        self.check_ranges(key_length_mla)?;
+        self.check_blocks()?;
+        self.check_experts()?;
+        self.check_floats()
+    }
+
+    /// Every count and width in 1..=its bound (`MAX_*`), so that products
+    /// of a few of them cannot overflow and a corrupt value is named here.
+    fn check_ranges(&self, key_length_mla: usize) -> Result<()> {
+        for (name, v, max) in [
+            ("block_count", self.n_layer, MAX_LAYERS),
+            ("embedding_length", self.n_embd, MAX_WIDTH),
+            ("attention.head_count", self.n_head, MAX_HEADS),
+            ("attention.kv_lora_rank", self.n_lora_kv, MAX_WIDTH),
+            ("attention.key_length_mla", key_length_mla, MAX_WIDTH),
+            ("attention.value_length_mla", self.n_embd_head_v, MAX_WIDTH),
+            ("rope.dimension_count", self.n_embd_head_qk_rope, MAX_WIDTH),
+            ("vocabulary size", self.n_vocab, MAX_VOCAB),
+            ("context_length", self.n_ctx_train, u32::MAX as usize),
         ] {
-            if v == 0 {
-                return bad(format!("{} must be positive", name));
+            if v == 0 || v > max {
+                return bad(format!("{name} {v} must be in 1..={max}"));
+            }
+        }
+        for (name, v, max) in [
+            ("feed_forward_length", self.n_ff, MAX_WIDTH),
+            ("attention.q_lora_rank", self.n_lora_q, MAX_WIDTH),
+            ("expert_count", self.n_expert, MAX_EXPERTS),
+            ("expert_used_count", self.n_expert_used, MAX_EXPERTS),
+            (
+                "expert_shared_count",
+                self.n_expert_shared,
+                MAX_SHARED_EXPERTS,
+            ),
+            ("expert_feed_forward_length", self.n_ff_exp, MAX_WIDTH),
+        ] {
+            if v > max {
+                return bad(format!("{name} {v} must be in 0..={max}"));
             }
         }
         if self.n_embd_head_qk_rope % 2 != 0 || self.n_embd_head_qk_rope >= key_length_mla {
@@ -237,6 +258,10 @@ impl Config {
                 self.n_embd_head_qk_rope
             ));
         }
+        Ok(())
+    }
+
+    fn check_blocks(&self) -> Result<()> {
         if self.n_layer_dense_lead > self.n_layer {
             return bad(format!(
                 "leading_dense_block_count {} exceeds block_count {}",
@@ -246,32 +271,120 @@ impl Config {
         if self.n_layer_dense_lead > 0 && self.n_ff == 0 {
             return bad("dense blocks need feed_forward_length".into());
         }
-        if self.n_layer_dense_lead < self.n_layer {
-            if self.n_expert == 0 {
-                return bad("MoE blocks need expert_count".into());
-            }
-            if self.n_expert_used == 0 || self.n_expert_used > self.n_expert {
-                return bad(format!(
-                    "expert_used_count {} must be in 1..={}",
-                    self.n_expert_used, self.n_expert
-                ));
-            }
-            if self.n_ff_exp == 0 {
-                return bad("MoE blocks need expert_feed_forward_length".into());
-            }
+        if self.n_layer_dense_lead < self.n_layer && self.n_expert == 0 {
+            return bad("MoE blocks need expert_count".into());
         }
-        if !(self.rms_eps > 0.0 && self.rms_eps < 1.0) {
-            return bad(format!(
-                "layer_norm_rms_epsilon {} out of range",
-                self.rms_eps
-            ));
+        if self.has_moe() && self.n_ff_exp == 0 {
+            return bad("MoE blocks need expert_feed_forward_length".into());
         }
-        if !(self.rope_freq_base > 0.0 && self.rope_freq_base.is_finite()) {
+        Ok(())
+    }
+
+    /// llama.cpp's rule, whatever layers exist: with experts, 1..=n_expert
+    /// of them are used per token; without, none.
+    fn check_experts(&self) -> Result<()> {
+        let ok = if self.n_expert > 0 {
+            (1..=self.n_expert).contains(&self.n_expert_used)
+        } else {
+            self.n_expert_used == 0
+        };
+        if !ok {
             return bad(format!(
-                "rope.freq_base {} must be positive",
-                self.rope_freq_base
+                "expert_used_count {} must be in 1..={} (0 without experts)",
+                self.n_expert_used, self.n_expert
             ));
         }
         Ok(())
     }
+
+    /// Every float the forward pass scales by is finite and in the range
+    /// real models use; a NaN or infinity here would make every logit NaN.
+    fn check_floats(&self) -> Result<()> {
+        let mut checks = vec![
+            ("attention.layer_norm_rms_epsilon", self.rms_eps, 0.0, 1.0),
+            ("rope.freq_base", self.rope_freq_base, 1.0, 1e12),
+            ("expert_weights_scale", self.expert_weights_scale, 0.0, 1e3),
+        ];
+        if let Some(y) = &self.yarn {
+            checks.extend([
+                ("rope.scaling.yarn_beta_fast", y.beta_fast, 0.0, 1e6),
+                ("rope.scaling.yarn_beta_slow", y.beta_slow, 0.0, 1e6),
+            ]);
+            // ext_factor mixes extrapolation into interpolation (a weight);
+            // log_mul is 0.1 × mscale_all_dim (0.0707 for DeepSeek-V2).
+            for (name, v, hi) in [
+                ("rope.scaling.yarn_ext_factor", y.ext_factor, 1.0),
+                ("rope.scaling.yarn_log_multiplier", y.log_mul, 10.0),
+            ] {
+                if !(0.0..=hi).contains(&v) {
+                    return bad(format!("{name} {v} must be in [0, {hi}]"));
+                }
+            }
+        }
+        for (name, v, lo, hi) in checks {
+            // Written so that NaN fails: lo < v <= hi (open below).
+            if !(v > lo && v <= hi) {
+                return bad(format!("{name} {v} must be in ({lo}, {hi}]"));
+            }
+        }
+        if !(self.kq_scale().is_finite() && self.kq_scale() > 0.0) {
+            return bad(format!(
+                "the attention scale {} (from YaRN's factor and log multiplier) must be positive",
+                self.kq_scale()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// YaRN RoPE scaling, when `rope.scaling.type` says so (`k` makes the
+/// architecture's key names).
+fn yarn(f: &GgufFile, k: &dyn Fn(&str) -> String) -> Result<Option<Yarn>> {
+    Ok(match f.get_str(&k("rope.scaling.type"))? {
+        None | Some("none") | Some("linear") => {
+            let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(0.0);
+            if factor != 0.0 && factor != 1.0 {
+                return Err(Error::Unsupported(format!(
+                    "linear RoPE scaling with factor {factor}"
+                )));
+            }
+            None
+        }
+        Some("yarn") => {
+            let factor = f.get_f32(&k("rope.scaling.factor"))?.unwrap_or(1.0);
+            if !(factor >= 1.0 && factor.is_finite()) {
+                return Err(Error::Model(format!(
+                    "rope.scaling.factor {factor} must be >= 1"
+                )));
+            }
+            let n_ctx_orig = f
+                .get_u32(&k("rope.scaling.original_context_length"))?
+                .unwrap_or(0);
+            Some(Yarn {
+                freq_scale: 1.0 / factor,
+                // llama.cpp: 0 or missing means the training context.
+                n_ctx_orig: match n_ctx_orig {
+                    0 => f.get_u32(&k("context_length"))?.unwrap_or(4096),
+                    n => n,
+                },
+                beta_fast: f
+                    .get_f32(&k("rope.scaling.yarn_beta_fast"))?
+                    .unwrap_or(32.0),
+                beta_slow: f.get_f32(&k("rope.scaling.yarn_beta_slow"))?.unwrap_or(1.0),
+                // A negative value is llama.cpp's "unset": full YaRN.
+                ext_factor: f
+                    .get_f32(&k("rope.scaling.yarn_ext_factor"))?
+                    .map(|v| if v < 0.0 { 1.0 } else { v })
+                    .unwrap_or(1.0),
+                log_mul: f
+                    .get_f32(&k("rope.scaling.yarn_log_multiplier"))?
+                    .unwrap_or(0.0),
+            })
+        }
+        Some(other) => return Err(Error::Unsupported(format!("RoPE scaling type {other:?}"))),
+    })
+}
+
+fn bad<T>(m: String) -> Result<T> {
+    Err(Error::Model(m))
 }

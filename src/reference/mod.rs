@@ -43,14 +43,14 @@ pub struct Reference<'m> {
 
 impl<'m> Reference<'m> {
     pub fn new(model: &'m Model, n_ctx: usize, form: MlaForm) -> Reference<'m> {
-        let row = model.config.kv_row();
+        // The caches grow with the tokens: reserving n_ctx rows up front
+        // would let a file's row width and a large context ask for
+        // gigabytes before a token runs.
         Reference {
             model,
             form,
             n_ctx,
-            kv: (0..model.config.n_layer)
-                .map(|_| Vec::with_capacity(n_ctx.min(4096) * row))
-                .collect(),
+            kv: vec![Vec::new(); model.config.n_layer],
             pos: 0,
             trace: None,
         }
@@ -135,6 +135,7 @@ impl<'m> Reference<'m> {
         self.record("result_norm", None, &xn);
         let logits = ops::matvec(f, &w.output, 0, &xn)?;
         self.pos += 1;
+        crate::error::check_finite(&logits)?;
         Ok(logits)
     }
 

@@ -5,7 +5,7 @@
 
 use super::vocab::synthetic_vocab;
 use super::{Dist, SynthTensor};
-use crate::gguf::{TensorSpec, Value, ValueType};
+use crate::gguf::{Array, TensorSpec, Value};
 use crate::quant::GgmlType::{self, F32, Q4_0, Q5_K, Q6_K, Q8_0};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,24 +291,15 @@ fn metadata(s: &Shape, seed: u64) -> Vec<(String, Value)> {
     kv("tokenizer.ggml.pre", Value::Str(s.pre.into()));
     kv(
         "tokenizer.ggml.tokens",
-        Value::Array(
-            ValueType::Str,
-            voc.tokens.into_iter().map(Value::Str).collect(),
-        ),
+        Value::Array(Array::Str(voc.tokens.iter().collect())),
     );
     kv(
         "tokenizer.ggml.token_type",
-        Value::Array(
-            ValueType::I32,
-            voc.token_types.into_iter().map(Value::I32).collect(),
-        ),
+        Value::Array(Array::I32(voc.token_types)),
     );
     kv(
         "tokenizer.ggml.merges",
-        Value::Array(
-            ValueType::Str,
-            voc.merges.into_iter().map(Value::Str).collect(),
-        ),
+        Value::Array(Array::Str(voc.merges.iter().collect())),
     );
     // GLM order of the added tokens: <|endoftext|> +0, [gMASK] +2, <|user|> +7, <|observation|> +9.
     kv("tokenizer.ggml.eos_token_id", special(0));

@@ -12,17 +12,19 @@
 pub mod bytes;
 pub mod chat;
 mod pre;
+mod prefix;
 
 use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
 pub use bytes::StreamDecoder;
-pub use chat::{render_chat, ChatMessage, Role};
+pub use chat::{render_chat, render_chat_parts, ChatMessage, ChatPart, Role};
 pub use pre::pre_tokenize;
 use pre::{build_pre_tokenizer, pre_spec, ACCEPTED_PRE};
 
 use crate::error::{Error, Result};
+use crate::model::config::MAX_VOCAB;
 
 /// llama.cpp `llama_token_type` values (`tokenizer.ggml.token_type`).
 pub mod token_type {
@@ -261,28 +263,44 @@ impl Tokenizer {
                 "default".to_string()
             }
         };
-        let owned = |v: Vec<&str>| v.into_iter().map(str::to_string).collect::<Vec<_>>();
-        let tokens = f
-            .get_str_array("tokenizer.ggml.tokens")?
-            .ok_or_else(|| need("tokenizer.ggml.tokens"))?;
-        let merges = f
-            .get_str_array("tokenizer.ggml.merges")?
-            .ok_or_else(|| need("tokenizer.ggml.merges"))?;
+        let owned = |k: &str| -> Result<Vec<String>> {
+            let v = f
+                .get_str_array(&format!("tokenizer.ggml.{k}"))?
+                .ok_or_else(|| need(&format!("tokenizer.ggml.{k}")))?;
+            // Bounded before each string becomes an allocation of its own.
+            if v.len() > MAX_VOCAB {
+                return Err(Error::Tokenizer(format!(
+                    "tokenizer.ggml.{k} has {} entries; at most {MAX_VOCAB} are supported",
+                    v.len()
+                )));
+            }
+            Ok(v.iter().map(str::to_string).collect())
+        };
         let id = |k: &str| f.get_u32(&format!("tokenizer.ggml.{k}"));
         Tokenizer::from_parts(TokenizerParts {
             model: model.to_string(),
             pre,
-            tokens: owned(tokens),
+            tokens: owned("tokens")?,
             token_types: f
                 .get_i32_array("tokenizer.ggml.token_type")?
                 .unwrap_or_default(),
-            merges: owned(merges),
+            merges: owned("merges")?,
             bos: id("bos_token_id")?,
             eos: id("eos_token_id")?,
             eot: id("eot_token_id")?,
             eom: id("eom_token_id")?,
             pad: id("padding_token_id")?,
         })
+    }
+
+    /// Rendered chat (`render_chat_parts`) -> ids: the template's markers
+    /// as special tokens, message text as plain text.
+    pub fn encode_chat(&self, parts: &[ChatPart]) -> Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        for p in parts {
+            ids.extend(self.encode(&p.text, p.special)?);
+        }
+        Ok(ids)
     }
 
     /// Text -> ids. With `parse_special`, the text of every control token

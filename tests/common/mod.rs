@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use glmw::gpu::{repack, Format};
+use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value};
+use glmw::gpu::Format;
 use glmw::quant::{self, GgmlType};
 use glmw::synth::Preset;
 
@@ -24,6 +25,44 @@ pub fn tiny_model() -> &'static PathBuf {
         glmw::synth::synth(&p, Preset::Tiny, 1, &mut |_, _| {}).expect("synth tiny");
         p
     })
+}
+
+/// The tiny model with every block dense (blk.0's FFN copied into blocks 1
+/// and 2, their experts dropped) and metadata `edit`.
+pub fn all_dense(edit: impl FnOnce(&mut Vec<(String, Value)>)) -> PathBuf {
+    let src = GgufFile::open(tiny_model()).unwrap();
+    let mut md = src.metadata().to_vec();
+    let lead = "deepseek2.leading_dense_block_count";
+    md.retain(|(k, _)| k != lead);
+    md.push((lead.into(), Value::U32(3)));
+    edit(&mut md);
+    let moe = ["_exps", "_shexp", "ffn_gate_inp", "exp_probs_b"];
+    let mut tensors: Vec<(TensorSpec, &[u8])> = Vec::new();
+    for t in src.tensors() {
+        if t.name.starts_with("blk.0.") || !moe.iter().any(|m| t.name.contains(m)) {
+            let spec = TensorSpec::new(t.name.clone(), &t.dims, t.ggml_type);
+            tensors.push((spec, src.tensor_data(t)));
+        }
+        if let Some(ffn) = t
+            .name
+            .strip_prefix("blk.0.ffn_")
+            .filter(|_| !t.name.contains("norm"))
+        {
+            for il in 1..3 {
+                let name = format!("blk.{il}.ffn_{ffn}");
+                let spec = TensorSpec::new(name, &t.dims, t.ggml_type);
+                tensors.push((spec, src.tensor_data(t)));
+            }
+        }
+    }
+    let path = temp_dir("dense").join("m.gguf");
+    let specs: Vec<TensorSpec> = tensors.iter().map(|t| t.0.clone()).collect();
+    let mut w = GgufWriter::create(&path, &md, &specs).unwrap();
+    for (_, data) in &tensors {
+        w.write_data(data).unwrap();
+    }
+    w.finish().unwrap();
+    path
 }
 
 /// The one GPU device shared by a test binary. No adapter is a failure that
@@ -54,6 +93,27 @@ pub fn pipelines() -> &'static [glmw::gpu::Pipelines] {
     })
 }
 
+/// The tiny synthetic model, opened once per test binary.
+pub fn tiny() -> &'static glmw::model::Model {
+    static M: OnceLock<glmw::model::Model> = OnceLock::new();
+    M.get_or_init(|| glmw::model::Model::open(tiny_model()).unwrap())
+}
+
+/// An engine over the tiny model with `opts`, on the shared device.
+pub fn tiny_engine(opts: glmw::engine::EngineOptions) -> glmw::engine::Engine<'static> {
+    glmw::engine::Engine::load(tiny(), gpu(), opts, &mut |_, _| {}).unwrap()
+}
+
+/// The dot product in f64, as the oracles sum.
+pub fn dot64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
+}
+
+/// The first `n` u32s of a GPU buffer.
+pub fn read_u32(buf: &wgpu::Buffer, n: usize) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&gpu().read(buf, 4 * n as u64).unwrap())
+}
+
 /// The GGUF type of a kernel weight format.
 pub fn ggml(fmt: Format) -> GgmlType {
     match fmt {
@@ -65,26 +125,21 @@ pub fn ggml(fmt: Format) -> GgmlType {
     }
 }
 
-/// Quantize `w` in `fmt`, upload it as the engine does (src/gpu/weights.rs), and
+/// Quantize `w` in `fmt`, upload it as the engine does (its own repack), and
 /// return the dequantized weights the GPU result is judged against.
 pub fn upload(fmt: Format, w: &[f32]) -> (Vec<f32>, Vec<wgpu::Buffer>) {
     let mut blocks = Vec::new();
     quant::quantize_into(ggml(fmt), w, &mut blocks).unwrap();
     let deq = quant::dequantize_vec(ggml(fmt), &blocks, w.len()).unwrap();
-    let arrays = match fmt {
-        Format::Q4_0 => {
-            let (s, n) = repack::repack_q4_0(&blocks).unwrap();
-            vec![s, n]
-        }
-        Format::Q8_0 => {
-            let (s, q) = repack::repack_q8_0(&blocks).unwrap();
-            vec![s, q]
-        }
-        Format::F32 | Format::Q5K => vec![blocks],
-        Format::Q6K => vec![repack::pad_q6_k(&blocks).unwrap()],
-    };
+    let arrays = glmw::gpu::weights::repack(fmt, &blocks).unwrap();
     let gpu = gpu();
-    (deq, arrays.iter().map(|a| gpu.storage("w", a)).collect())
+    (
+        deq,
+        arrays
+            .iter()
+            .map(|a| gpu.storage("w", a).unwrap())
+            .collect(),
+    )
 }
 
 /// y as a kernel must leave it: `y0` with the oracle's outputs `out`

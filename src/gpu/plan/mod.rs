@@ -84,14 +84,15 @@ pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
             c.n_lora_kv, c.n_embd_head_qk_rope
         )));
     }
-    if c.n_expert > ops::ROUTER_MAX_EXPERT {
+    let n_expert = c.moe_dims().0;
+    if n_expert > ops::ROUTER_MAX_EXPERT {
         return Err(Error::Unsupported(format!(
             "{} experts; the router kernel handles up to {}",
-            c.n_expert,
+            n_expert,
             ops::ROUTER_MAX_EXPERT
         )));
     }
-    let cache_bytes = cache_bytes(model, n_ctx);
+    let cache_bytes = cache_bytes(model, n_ctx)?;
     if cache_bytes > limit {
         return Err(Error::InvalidArgument(format!(
             "a {n_ctx}-token KV cache needs {} MiB per layer; this adapter binds at most {} MiB: use a smaller --ctx",
@@ -102,15 +103,23 @@ pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
     Ok(())
 }
 
-/// Bytes of one layer's latent cache (f16 rows of `kv_row` values).
-fn cache_bytes(model: &Model, n_ctx: usize) -> u64 {
-    (n_ctx * model.config.kv_row() * 2) as u64
+/// Bytes of one layer's latent cache (f16 rows of `kv_row` values); the
+/// context length comes from the user, so the product is checked.
+fn cache_bytes(model: &Model, n_ctx: usize) -> Result<u64> {
+    (n_ctx as u64)
+        .checked_mul(2 * model.config.kv_row() as u64)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "a {n_ctx}-token KV cache is larger than any GPU: use a smaller --ctx"
+            ))
+        })
 }
 
 /// One latent KV cache per layer, owned by a session and bound by its plans.
-pub fn kv_caches(gpu: &Gpu, model: &Model, n_ctx: usize) -> Vec<wgpu::Buffer> {
+pub fn kv_caches(gpu: &Gpu, model: &Model, n_ctx: usize) -> Result<Vec<wgpu::Buffer>> {
+    let bytes = cache_bytes(model, n_ctx)?;
     (0..model.config.n_layer)
-        .map(|il| gpu.scratch(&format!("kv_cache-{il}"), cache_bytes(model, n_ctx)))
+        .map(|il| gpu.scratch(&format!("kv_cache-{il}"), bytes))
         .collect()
 }
 
@@ -125,44 +134,41 @@ pub fn build(
 ) -> Result<Plan> {
     let c = &model.config;
     let n_qk = c.n_embd_head_qk();
-    let f32s = |n: usize| (4 * n) as u64;
-    let scratch = |label: &str, n: usize| gpu.scratch(label, f32s(n));
+    let scratch = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
     let n_split = ops::MAX_SPLITS;
+    let (n_expert, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
 
-    let x = scratch("x", c.n_embd);
-    let qa = scratch("q_a", c.n_lora_q.max(1));
-    let q = scratch("q", c.n_head * n_qk);
-    let q_abs = scratch("q_abs", c.n_head * c.n_lora_kv);
-    let o_part = scratch("o_part", c.n_head * n_split as usize * c.n_lora_kv);
-    let ml = scratch("ml", c.n_head * n_split as usize * 2);
-    let v_heads = scratch("v_heads", c.n_head * c.n_embd_head_v);
-    let h2 = scratch("ffn_h", c.n_embd);
-    let sel = scratch("sel", c.n_expert_used.max(1));
-    let moe_logits = scratch("ffn_moe_logits", c.n_expert.max(1));
-    let sel_w = scratch("sel_w", c.n_expert_used.max(1));
-    let n_act = (c.n_ff)
-        .max(c.n_expert_used * c.n_ff_exp)
-        .max(c.n_ff_exp * c.n_expert_shared);
-    let act = scratch("act", n_act);
-    let xn = scratch("result_norm", c.n_embd);
-    let logits = scratch("logits", c.n_vocab);
-    let step = gpu.storage("step", bytemuck::bytes_of(&ops::Step::new(0, &[])));
-    let zeros = scratch("zero_bias", c.n_expert.max(4));
-    let zero_x = scratch("zero_x", c.n_embd);
+    let x = scratch("x", &[c.n_embd])?;
+    let qa = scratch("q_a", &[c.n_lora_q.max(1)])?;
+    let q = scratch("q", &[c.n_head, n_qk])?;
+    let q_abs = scratch("q_abs", &[c.n_head, c.n_lora_kv])?;
+    let o_part = scratch("o_part", &[c.n_head, n_split as usize, c.n_lora_kv])?;
+    let ml = scratch("ml", &[c.n_head, n_split as usize, 2])?;
+    let v_heads = scratch("v_heads", &[c.n_head, c.n_embd_head_v])?;
+    let h2 = scratch("ffn_h", &[c.n_embd])?;
+    let sel = scratch("sel", &[n_used.max(1)])?;
+    let moe_logits = scratch("ffn_moe_logits", &[n_expert.max(1)])?;
+    let sel_w = scratch("sel_w", &[n_used.max(1)])?;
+    let act = scratch("act", &[c.n_ff.max(n_used * n_ff_exp).max(n_ff_sh)])?;
+    let xn = scratch("result_norm", &[c.n_embd])?;
+    let logits = scratch("logits", &[c.n_vocab])?;
+    let step = gpu.storage("step", bytemuck::bytes_of(&ops::Step::new(0, &[])))?;
+    let zeros = scratch("zero_bias", &[n_expert.max(4)])?;
+    let zero_x = scratch("zero_x", &[c.n_embd])?;
 
     let mut b = Builder {
         gpu,
         pipes,
         out: Vec::new(),
         eps: c.rms_eps,
-        dummy: scratch("unused", 4),
-        zero_id: scratch("expert_0", 4),
+        dummy: scratch("unused", &[4])?,
+        zero_id: scratch("expert_0", &[4])?,
     };
     let kv_params = b.uniform("kv_append", &ops::KvAppendParams::new(c));
     let attn_params = b.uniform("attention", &ops::AttentionParams::new(c, n_split));
     let router_params = b.uniform("router", &ops::RouterParams::new(c));
     let n_head = c.n_head as u32;
-    let token = scratch("token", 1);
+    let token = scratch("token", &[1])?;
     b.out
         .extend(ops::embed(gpu, pipes, &w.token_embd, &token, &x)?);
     let mut blocks = Vec::new();
@@ -172,7 +178,7 @@ pub fn build(
         // (no barrier between them) are this layer's own: a buffer's first
         // use in the token's encoder needs no barrier, any later change of
         // use does (docs/perf-journal.md, barriers).
-        let ckv = scratch(&format!("kv_a-{il}"), c.kv_row());
+        let ckv = scratch(&format!("kv_a-{il}"), &[c.kv_row()])?;
         // --- attention ---
         let normed = |x| Mv {
             norm: Some(&lw.attn_norm),
@@ -190,7 +196,7 @@ pub fn build(
                     },
                 )?;
                 b.matvec(
-                    &lw.kv_a,
+                    &lw.kv_a_mqa,
                     Mv {
                         y: &ckv,
                         ..normed(&x)
@@ -214,7 +220,7 @@ pub fn build(
                     },
                 )?;
                 b.matvec(
-                    &lw.kv_a,
+                    &lw.kv_a_mqa,
                     Mv {
                         y: &ckv,
                         ..normed(&x)
@@ -285,22 +291,20 @@ pub fn build(
                 b.matvec(&d.down, down(true))?;
             }
             FfnWeights::Moe {
-                router,
-                bias,
-                experts,
+                gate_inp,
+                exp_probs_b,
+                gate_up_exps,
+                down_exps,
                 shared,
             } => {
                 // Three pairs run side by side: router logits and the shared
                 // gate+up (both norm x themselves), the routed gate+up and
                 // the shared down (into its own buffer), then the routed
                 // down adds the shared output with the residual.
-                let sh_act = scratch(
-                    &format!("ffn_shexp_act-{il}"),
-                    c.n_ff_exp * c.n_expert_shared.max(1),
-                );
-                let sh_out = scratch(&format!("ffn_shexp_out-{il}"), c.n_embd);
+                let sh_act = scratch(&format!("ffn_shexp_act-{il}"), &[n_ff_sh.max(1)])?;
+                let sh_out = scratch(&format!("ffn_shexp_out-{il}"), &[c.n_embd])?;
                 b.matvec(
-                    router,
+                    gate_inp,
                     Mv {
                         norm: Some(&lw.ffn_norm),
                         ..Mv::plain(&x, &moe_logits)
@@ -320,7 +324,7 @@ pub fn build(
                         &x,
                         &lw.ffn_norm,
                         &moe_logits,
-                        bias.as_ref().unwrap_or(&zeros),
+                        exp_probs_b.as_ref().unwrap_or(&zeros),
                         &h2,
                         &sel,
                         &sel_w,
@@ -339,7 +343,7 @@ pub fn build(
                 match shared {
                     Some(sh) => {
                         b.matvec(
-                            &experts.gate_up,
+                            gate_up_exps,
                             Mv {
                                 ahead: Some(&sh_act),
                                 ..routed_gate_up
@@ -347,10 +351,10 @@ pub fn build(
                         )?;
                         b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))?;
                     }
-                    None => b.matvec(&experts.gate_up, routed_gate_up)?,
+                    None => b.matvec(gate_up_exps, routed_gate_up)?,
                 }
                 b.matvec(
-                    &experts.down,
+                    down_exps,
                     Mv {
                         mode: MatvecMode::WeightedSum,
                         sel: Some((&sel, &sel_w)),
@@ -389,10 +393,10 @@ pub fn build(
     )?;
     b.matvec(&w.output, Mv::plain(&xn, &logits))?;
     let topk_wg = (c.n_vocab / 1024).clamp(1, 128) as u32;
-    let cand1_v = scratch("cand1_v", topk_wg as usize * MAX_CANDIDATES);
-    let cand1_i = scratch("cand1_i", topk_wg as usize * MAX_CANDIDATES);
-    let cand_v = scratch("cand_v", MAX_CANDIDATES);
-    let cand_i = scratch("cand_i", MAX_CANDIDATES);
+    let cand1_v = scratch("cand1_v", &[topk_wg as usize, MAX_CANDIDATES])?;
+    let cand1_i = scratch("cand1_i", &[topk_wg as usize, MAX_CANDIDATES])?;
+    let cand_v = scratch("cand_v", &[MAX_CANDIDATES])?;
+    let cand_i = scratch("cand_i", &[MAX_CANDIDATES])?;
     let topk_params = [
         b.uniform("topk1", &topk_params(c.n_vocab as u32, topk_wg, 1, true)),
         b.uniform("topk2", &topk_params(c.n_vocab as u32, topk_wg, 1, false)),

@@ -14,7 +14,7 @@
 //! token's logits are needed: the engine copies its residual row into the
 //! decode plan and runs the decode plan's output head.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{self, Dispatch, MATMUL_ROWS, MATMUL_TILE};
@@ -139,8 +139,8 @@ impl Prefill {
     ) -> Result<Head> {
         let c = &model.config;
         let u = self.ubatch;
-        let xn = gpu.scratch("pf.result_norm", (4 * u * c.n_embd) as u64);
-        let logits = gpu.scratch("pf.logits", (4 * u * c.n_vocab) as u64);
+        let xn = gpu.scratch_f32("pf.result_norm", &[u, c.n_embd])?;
+        let logits = gpu.scratch_f32("pf.logits", &[u, c.n_vocab])?;
         let mut b = Builder {
             gpu,
             pipes,
@@ -157,12 +157,7 @@ impl Prefill {
             [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)],
         )?;
         b.matmul(&w.output, Mm::new(&xn, c.n_embd, &logits, c.n_vocab))?;
-        let readback = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pf.logits readback"),
-            size: (4 * u * c.n_vocab) as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let readback = gpu.readback("pf.logits readback", logits.size())?;
         Ok(Head {
             ops: b.ops,
             logits,
@@ -305,37 +300,40 @@ pub fn build(
     let c = &model.config;
     let u = ubatch;
     let n_qk = c.n_embd_head_qk();
-    let n_used = c.n_expert_used.max(1);
-    let n_assign = (u * n_used) as u32;
-    let scratch = |label: &str, n: usize| gpu.scratch(label, (4 * n) as u64);
+    let (n_expert, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
+    let n_used = n_used.max(1);
+    let n_assign = u
+        .checked_mul(n_used)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
+    let scratch = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
 
-    let x = scratch("pf.x", u * c.n_embd);
-    let xn = scratch("pf.attn_norm", u * c.n_embd);
-    let qa = scratch("pf.q_a", u * c.n_lora_q.max(1));
-    let qan = scratch("pf.q_a_norm", u * c.n_lora_q.max(1));
-    let q = scratch("pf.q", u * c.n_head * n_qk);
-    let ckv = scratch("pf.kv_a", u * c.kv_row());
-    let q_abs = scratch("pf.q_abs", u * c.n_head * c.n_lora_kv);
-    let o = scratch("pf.attn_out", u * c.n_head * c.n_lora_kv);
-    let ml = scratch("pf.ml", u * c.n_head * 2);
-    let v_heads = scratch("pf.v_heads", u * c.n_head * c.n_embd_head_v);
-    let h2 = scratch("pf.ffn_norm", u * c.n_embd);
-    let h_router = scratch("pf.router_h", u * c.n_embd);
-    let moe_logits = scratch("pf.moe_logits", u * c.n_expert.max(1));
-    let sel = scratch("pf.sel", u * n_used);
-    let sel_w = scratch("pf.sel_w", u * n_used);
-    let n_ff_dense = c.n_ff.max(c.n_ff_exp * c.n_expert_shared);
-    let act = scratch("pf.act", u * n_ff_dense.max(1));
-    let act_r = scratch("pf.act_exps", u * n_used * c.n_ff_exp.max(1));
-    let part = scratch("pf.down_exps", u * n_used * c.n_embd);
-    let max_tiles = ops::max_tiles(n_assign, c.n_expert.max(1) as u32);
-    let routed_tiles = scratch("pf.tiles", 4 * max_tiles as usize);
-    let routed_order = scratch("pf.order", u * n_used);
-    let dense_tiles = scratch("pf.dense_tiles", 4 * u.div_ceil(MATMUL_TILE as usize));
+    let x = scratch("pf.x", &[u, c.n_embd])?;
+    let xn = scratch("pf.attn_norm", &[u, c.n_embd])?;
+    let qa = scratch("pf.q_a", &[u, c.n_lora_q.max(1)])?;
+    let qan = scratch("pf.q_a_norm", &[u, c.n_lora_q.max(1)])?;
+    let q = scratch("pf.q", &[u, c.n_head, n_qk])?;
+    let ckv = scratch("pf.kv_a", &[u, c.kv_row()])?;
+    let q_abs = scratch("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?;
+    let o = scratch("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?;
+    let ml = scratch("pf.ml", &[u, c.n_head, 2])?;
+    let v_heads = scratch("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?;
+    let h2 = scratch("pf.ffn_norm", &[u, c.n_embd])?;
+    let h_router = scratch("pf.router_h", &[u, c.n_embd])?;
+    let moe_logits = scratch("pf.moe_logits", &[u, n_expert.max(1)])?;
+    let sel = scratch("pf.sel", &[u, n_used])?;
+    let sel_w = scratch("pf.sel_w", &[u, n_used])?;
+    let act = scratch("pf.act", &[u, c.n_ff.max(n_ff_sh).max(1)])?;
+    let act_r = scratch("pf.act_exps", &[u, n_used, n_ff_exp.max(1)])?;
+    let part = scratch("pf.down_exps", &[u, n_used, c.n_embd])?;
+    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32);
+    let routed_tiles = scratch("pf.tiles", &[4, max_tiles as usize])?;
+    let routed_order = scratch("pf.order", &[u, n_used])?;
+    let dense_tiles = scratch("pf.dense_tiles", &[4, u.div_ceil(MATMUL_TILE as usize)])?;
     let ids: Vec<u32> = (0..u as u32).collect();
-    let identity = gpu.storage("pf.identity", bytemuck::cast_slice(&ids));
-    let steps = gpu.scratch("pf.steps", (u * std::mem::size_of::<ops::Step>()) as u64);
-    let zeros = scratch("pf.zero_bias", c.n_expert.max(4));
+    let identity = gpu.storage("pf.identity", bytemuck::cast_slice(&ids))?;
+    let steps = gpu.scratch_f32("pf.steps", &[u, std::mem::size_of::<ops::Step>() / 4])?;
+    let zeros = scratch("pf.zero_bias", &[n_expert.max(4)])?;
     let group_params = gpu.uniform(
         "pf.moe_group",
         &ops::MoeGroupParams {
@@ -378,7 +376,7 @@ pub fn build(
         routed_tiles: &routed_tiles,
         routed_order: &routed_order,
     };
-    let tokens = scratch("pf.tokens", u);
+    let tokens = scratch("pf.tokens", &[u])?;
     for d in ops::embed(gpu, pipes, &w.token_embd, &tokens, &x)? {
         let per_token = Dim::Fixed(d.workgroups[0]);
         b.ops.push(Op {
@@ -411,7 +409,7 @@ pub fn build(
             }
             QWeights::Direct(wq) => b.matmul(wq, Mm::new(&xn, e, &q, c.n_head * n_qk))?,
         }
-        b.matmul(&lw.kv_a, Mm::new(&xn, e, &ckv, c.kv_row()))?;
+        b.matmul(&lw.kv_a_mqa, Mm::new(&xn, e, &ckv, c.kv_row()))?;
         b.push(
             name("kv_append"),
             Kernel::KvAppend,
@@ -475,12 +473,13 @@ pub fn build(
         match &lw.ffn {
             FfnWeights::Dense(d) => ffn(&mut b, d, c.n_ff)?,
             FfnWeights::Moe {
-                router,
-                bias,
-                experts,
+                gate_inp,
+                exp_probs_b,
+                gate_up_exps,
+                down_exps,
                 shared,
             } => {
-                b.matmul(router, Mm::new(&h2, e, &moe_logits, c.n_expert))?;
+                b.matmul(gate_inp, Mm::new(&h2, e, &moe_logits, c.n_expert))?;
                 b.push(
                     name("router"),
                     Kernel::Router,
@@ -489,7 +488,7 @@ pub fn build(
                         &x,
                         &lw.ffn_norm,
                         &moe_logits,
-                        bias.as_ref().unwrap_or(&zeros),
+                        exp_probs_b.as_ref().unwrap_or(&zeros),
                         &h_router,
                         &sel,
                         &sel_w,
@@ -504,7 +503,7 @@ pub fn build(
                 )?;
                 let n_ff = c.n_ff_exp;
                 b.matmul(
-                    &experts.gate_up,
+                    gate_up_exps,
                     Mm {
                         gate_up: true,
                         routed: true,
@@ -513,7 +512,7 @@ pub fn build(
                     },
                 )?;
                 b.matmul(
-                    &experts.down,
+                    down_exps,
                     Mm {
                         routed: true,
                         ..Mm::new(&act_r, n_ff, &part, e)
