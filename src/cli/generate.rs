@@ -118,7 +118,12 @@ fn prompt_text(a: &GenerateArgs) -> Result<String> {
 /// The prompt's ids: as the session tokenizes the caller's text, or with
 /// `--chat` one user message in the chat template, the message itself
 /// encoded as plain text (special-token text in it cannot forge a turn).
-fn prompt_ids(a: &GenerateArgs, rt: &glmw::Runtime, s: &glmw::Session, text: &str) -> Result<Vec<u32>> {
+fn prompt_ids(
+    a: &GenerateArgs,
+    rt: &glmw::Runtime,
+    s: &glmw::Session,
+    text: &str,
+) -> Result<Vec<u32>> {
     if !a.chat {
         return s.tokenize(text);
     }
