@@ -24,10 +24,8 @@
 // 6 ml (array<vec2<f32>>, one per slot); slot = (z·n_head + h)·split_stride + s.
 //
 // What each invocation owns in a tile:
-//   scores:  positions 4u .. 4u + 4 (u = lid / 32) of heads 10c .. 10c + 10
-//            (c = lid / 16 % 2) over the 4-dim chunks j, j + 16, … (j = lid
-//            % 16): 10 vec4 accumulators (a head's 4 positions each), so each
-//            q load feeds 16 FMAs; summed over j by seg_sum4;
+//   scores:  position lid / 8 and its 4-dim chunks j, j + 8, … (j = lid % 8)
+//            for all 20 heads (5 vec4 accumulators), summed over j by seg_sum4;
 //   softmax: invocation h < 20 keeps head h's m and l, turns the tile's
 //            scores into probabilities and the rescale factor;
 //   values:  dims 4v .. 4v + 4 (v = lid % 128) of heads 8g .. 8g + 8 and
@@ -38,8 +36,8 @@
 
 const WG: u32 = 256u;
 const TILE: u32 = 32u;
-// invocations sharing a score block's chunks
-const J: u32 = 16u;
+// invocations per position in the scores
+const J: u32 = WG / TILE;
 // heads per workgroup, five vec4s
 const HB: u32 = 20u;
 // Finite "minus infinity": exp(NEG - m) underflows to 0 without NaNs.
@@ -81,6 +79,15 @@ var<workgroup> sp: array<vec4<f32>, 335>;
 const CORR: u32 = 2u * TILE * 5u;
 const INV_L: u32 = CORR + 10u;
 
+// Per-head vec4s of the 20 heads (scores: one value per head).
+struct Heads {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+    e: vec4<f32>,
+}
+
 // One value invocation's share of a per-head row: heads 8g .. 8g + 8 in a
 // and b, heads 16 + 2g and 17 + 2g in e.
 struct Part {
@@ -89,8 +96,7 @@ struct Part {
     e: vec2<f32>,
 }
 
-// Ten vec4 accumulators: a value invocation's heads in Part's order, or a
-// score invocation's ten heads (4 positions each).
+// One value invocation's accumulators, its heads in Part's order.
 struct Acc {
     h0: vec4<f32>,
     h1: vec4<f32>,
@@ -108,9 +114,15 @@ fn f16x4(c: vec2<u32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y));
 }
 
-// q · the chunk of four positions.
-fn pos4(q: vec4<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(dot(q, x0), dot(q, x1), dot(q, x2), dot(q, x3));
+// x · q_abs of four consecutive heads, the first at vec4 index i.
+fn qdot4(i: u32, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(q_abs[i], x), dot(q_abs[i + KV4], x), dot(q_abs[i + 2u * KV4], x),
+        dot(q_abs[i + 3u * KV4], x));
+}
+
+// x · roped q_pe of four consecutive heads, the first at qr index i.
+fn rdot4(i: u32, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(qr[i], x), dot(qr[i + 16u], x), dot(qr[i + 32u], x), dot(qr[i + 48u], x));
 }
 
 // Roped q_pe of the block's heads into qr (zeros past n_head and n_rot).
@@ -131,60 +143,34 @@ fn rope_queries(z: u32, hb: u32, heads: u32, lid: u32) {
     }
 }
 
-// acc += the ten heads' q (q_abs vec4 index qi, head stride hs) · chunk.
-fn add_chunk(acc: ptr<function, Acc>, qi: u32, hs: u32, x0: vec4<f32>, x1: vec4<f32>,
-    x2: vec4<f32>, x3: vec4<f32>, rope: bool) {
-    (*acc).h0 += pos4(qv(qi, rope), x0, x1, x2, x3);
-    (*acc).h1 += pos4(qv(qi + hs, rope), x0, x1, x2, x3);
-    (*acc).h2 += pos4(qv(qi + 2u * hs, rope), x0, x1, x2, x3);
-    (*acc).h3 += pos4(qv(qi + 3u * hs, rope), x0, x1, x2, x3);
-    (*acc).h4 += pos4(qv(qi + 4u * hs, rope), x0, x1, x2, x3);
-    (*acc).h5 += pos4(qv(qi + 5u * hs, rope), x0, x1, x2, x3);
-    (*acc).h6 += pos4(qv(qi + 6u * hs, rope), x0, x1, x2, x3);
-    (*acc).h7 += pos4(qv(qi + 7u * hs, rope), x0, x1, x2, x3);
-    (*acc).h8 += pos4(qv(qi + 8u * hs, rope), x0, x1, x2, x3);
-    (*acc).h9 += pos4(qv(qi + 9u * hs, rope), x0, x1, x2, x3);
-}
-
-// A query vec4: roped q_pe from qr, or q_abs.
-fn qv(i: u32, rope: bool) -> vec4<f32> {
-    if rope {
-        return qr[i];
-    }
-    return q_abs[i];
-}
-
-// Partial scores of four rows (vec2 indices r0..r3) over their chunks j,
-// j + J, … (latent, then rope) for ten heads: head 10c's q_abs at qb, its
-// roped q_pe at qrb. No branches on data, so the rows' cache loads can be
-// in flight at once.
-fn partial_scores(r0: u32, r1: u32, r2: u32, r3: u32, j: u32, qb: u32, qrb: u32) -> Acc {
-    var s = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
-        vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+// Partial scores of the row at vec2 index `row` over its chunks j, j + J, …
+// (latent, then rope) for the block's heads; q_abs of head hb at qb. No
+// branches, so every cache load of the row can be in flight at once.
+fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
+    var s = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
     for (var i = 0u; i < KV4 / J; i++) {
         let w = j + J * i;
-        add_chunk(&s, qb + w, KV4, f16x4(cache[r0 + w]), f16x4(cache[r1 + w]),
-            f16x4(cache[r2 + w]), f16x4(cache[r3 + w]), false);
+        let x = f16x4(cache[row + w]);
+        let qi = qb + w;
+        s.a += qdot4(qi, x);
+        s.b += qdot4(qi + 4u * KV4, x);
+        s.c += qdot4(qi + 8u * KV4, x);
+        s.d += qdot4(qi + 12u * KV4, x);
+        s.e += qdot4(qi + 16u * KV4, x);
     }
-    // n_rot <= 64: at most one rope chunk each; a chunk past n_rot reloads
+    // n_rot <= 64: at most two rope chunks each; a chunk past n_rot reloads
     // the row's last one and counts zero.
     let rot4 = p.n_rot / 4u;
-    let w = min(j, rot4 - 1u);
-    let live = j < rot4;
-    let z = vec4<f32>(0.0);
-    add_chunk(&s, qrb + j, 16u, select(z, f16x4(cache[r0 + KV4 + w]), live),
-        select(z, f16x4(cache[r1 + KV4 + w]), live), select(z, f16x4(cache[r2 + KV4 + w]), live),
-        select(z, f16x4(cache[r3 + KV4 + w]), live), true);
-    return s;
-}
-
-// Head h's scores of tile positions t .. t + 4 (those below n) into sp.
-fn put_scores(buf: u32, h: u32, t: u32, n: u32, v: vec4<f32>) {
-    for (var r = 0u; r < 4u; r++) {
-        if t + r < n {
-            sp[buf * TILE * 5u + (t + r) * 5u + h / 4u][h % 4u] = v[r] * p.scale;
-        }
+    for (var i = 0u; i < 2u; i++) {
+        let w = j + J * i;
+        let x = select(vec4<f32>(0.0), f16x4(cache[row + KV4 + min(w, rot4 - 1u)]), w < rot4);
+        s.a += rdot4(w, x);
+        s.b += rdot4(w + 64u, x);
+        s.c += rdot4(w + 128u, x);
+        s.d += rdot4(w + 192u, x);
+        s.e += rdot4(w + 256u, x);
     }
+    return s;
 }
 
 // Head h's softmax step over the tile's n scores in buffer `buf`: the
@@ -278,8 +264,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
 
     let row4 = KV4 + p.n_rot / 4u;
     let qb = (z * p.n_head + hb) * KV4;
-    let t = 4u * (ids.lid / 32u);
-    let hc = 10u * (ids.lid / J % 2u);
+    let t = ids.lid / J;
     let j = ids.lid % J;
     let v = ids.lid % 128u;
     let g = ids.lid / 128u;
@@ -290,31 +275,20 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     var buf = 0u;
     for (var tb = t0; tb < t1; tb += TILE) {
         let n = min(TILE, t1 - tb);
-        var sc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
-            vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
-            vec4<f32>(0.0));
+        var sc = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
         if t < n {
-            // Rows past the tile's last repeat it; their scores are not kept.
-            let last = tb + n - 1u;
-            sc = partial_scores(min(tb + t, last) * row4, min(tb + t + 1u, last) * row4,
-                min(tb + t + 2u, last) * row4, min(tb + t + 3u, last) * row4, j,
-                qb + hc * KV4, hc * 16u);
+            sc = partial_scores((tb + t) * row4, j, qb);
         }
-        sc = Acc(seg_sum4(sc.h0, ids, J), seg_sum4(sc.h1, ids, J), seg_sum4(sc.h2, ids, J),
-            seg_sum4(sc.h3, ids, J), seg_sum4(sc.h4, ids, J), seg_sum4(sc.h5, ids, J),
-            seg_sum4(sc.h6, ids, J), seg_sum4(sc.h7, ids, J), seg_sum4(sc.h8, ids, J),
-            seg_sum4(sc.h9, ids, J));
-        if j == 0u {
-            put_scores(buf, hc, t, n, sc.h0);
-            put_scores(buf, hc + 1u, t, n, sc.h1);
-            put_scores(buf, hc + 2u, t, n, sc.h2);
-            put_scores(buf, hc + 3u, t, n, sc.h3);
-            put_scores(buf, hc + 4u, t, n, sc.h4);
-            put_scores(buf, hc + 5u, t, n, sc.h5);
-            put_scores(buf, hc + 6u, t, n, sc.h6);
-            put_scores(buf, hc + 7u, t, n, sc.h7);
-            put_scores(buf, hc + 8u, t, n, sc.h8);
-            put_scores(buf, hc + 9u, t, n, sc.h9);
+        sc = Heads(seg_sum4(sc.a, ids, J), seg_sum4(sc.b, ids, J), seg_sum4(sc.c, ids, J),
+            seg_sum4(sc.d, ids, J), seg_sum4(sc.e, ids, J));
+        // Only positions t < n are read back.
+        if j == 0u && t < n {
+            let i = buf * TILE * 5u + 5u * t;
+            sp[i] = sc.a * p.scale;
+            sp[i + 1u] = sc.b * p.scale;
+            sp[i + 2u] = sc.c * p.scale;
+            sp[i + 3u] = sc.d * p.scale;
+            sp[i + 4u] = sc.e * p.scale;
         }
         workgroupBarrier();
         if ids.lid < HB {
