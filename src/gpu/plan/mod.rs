@@ -202,49 +202,35 @@ pub fn build(
             norm: Some(&lw.attn_norm),
             ..Mv::plain(x, x)
         };
-        match &lw.q {
-            // q_a and kv_a side by side; q_b and kv_append side by side
-            // (q_b binds kv_a's output ahead for kv_append).
-            QWeights::Lora { q_a, q_a_norm, q_b } => {
-                b.matvec(
-                    q_a,
-                    Mv {
-                        y: &qa,
-                        ..normed(&x)
-                    },
-                )?;
-                b.matvec(
-                    &lw.kv_a_mqa,
-                    Mv {
-                        y: &ckv,
-                        ..normed(&x)
-                    },
-                )?;
-                b.matvec(
-                    q_b,
-                    Mv {
-                        norm: Some(q_a_norm),
-                        ahead: Some(&ckv),
-                        ..Mv::plain(&qa, &q)
-                    },
-                )?;
-            }
-            QWeights::Direct(wq) => {
-                b.matvec(
-                    wq,
-                    Mv {
-                        y: &q,
-                        ..normed(&x)
-                    },
-                )?;
-                b.matvec(
-                    &lw.kv_a_mqa,
-                    Mv {
-                        y: &ckv,
-                        ..normed(&x)
-                    },
-                )?;
-            }
+        // q_a (or q) and kv_a side by side; q_b and kv_append side by side
+        // (q_b binds kv_a's output ahead for kv_append).
+        let (first, first_out) = match &lw.q {
+            QWeights::Lora { q_a, .. } => (q_a, &qa),
+            QWeights::Direct(wq) => (wq, &q),
+        };
+        b.matvec(
+            first,
+            Mv {
+                y: first_out,
+                ..normed(&x)
+            },
+        )?;
+        b.matvec(
+            &lw.kv_a_mqa,
+            Mv {
+                y: &ckv,
+                ..normed(&x)
+            },
+        )?;
+        if let QWeights::Lora { q_a_norm, q_b, .. } = &lw.q {
+            b.matvec(
+                q_b,
+                Mv {
+                    norm: Some(q_a_norm),
+                    ahead: Some(&ckv),
+                    ..Mv::plain(&qa, &q)
+                },
+            )?;
         }
         let cache = &caches[il];
         b.push(
