@@ -70,7 +70,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
 // Roped q_pe of the block's heads: head k's dims 4w .. 4w + 4 at 16k + w
-// (n_rot <= 64).
+// (n_rot <= ops::MAX_ROPE = 64: 16 vec4s per head, HB heads).
 var<workgroup> qr: array<vec4<f32>, 320>;
 // Per-head values, [head / 4] rows of 5 vec4s: the tile's scores, then
 // probabilities ([buffer][position], from 0), the rescale of each head's

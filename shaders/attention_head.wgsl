@@ -51,6 +51,8 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
 // The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache words.
+// (ops::MAX_LATENT + 2 · ops::MAX_ROPE) / 2 pairs: room for the host's
+// widest row with rope up to 128 (the host checks 64).
 var<workgroup> qs: array<vec2<f32>, 320>;
 var<workgroup> probs: array<f32, TILE>;
 // Value partials of every invocation (two vec4 each), summed over groups.

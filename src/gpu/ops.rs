@@ -470,6 +470,15 @@ impl AttentionParams {
     }
 }
 
+/// Widest latent row the attention kernels hold (n_lora_kv): attention.wgsl
+/// takes it as its `N_KV` override (score loop trip count), and
+/// attention_head.wgsl stages [q_abs ‖ q_pe] of one head, (512 + 128) / 2
+/// f32 pairs, in workgroup memory (`qs`, 320).
+pub const MAX_LATENT: usize = 512;
+/// Widest rope part (n_embd_head_qk_rope): attention.wgsl stages 16 vec4s
+/// of roped q_pe per head (`qr`, 20 heads × 16).
+pub const MAX_ROPE: usize = 64;
+
 /// Longest context (positions attended) the decode runs attention_head.wgsl
 /// for: one workgroup per head and split, where attention.wgsl runs one
 /// per split for all 20 heads and, with few splits, leaves the GPU idle
@@ -531,6 +540,15 @@ impl KvAppendParams {
 }
 
 // ---- router and top-k --------------------------------------------------
+
+/// Invocations per moe_sum workgroup (shaders/moe_sum.wgsl `WG`).
+pub const MOE_SUM_WG: u32 = 256;
+
+/// Top-k pass 1: a workgroup per this many logits, so the 154,880-wide
+/// vocabulary gets ~150 slices, at most TOPK_MAX_WG of them, so pass 2 (one
+/// workgroup over every slice's k candidates) stays short.
+pub const TOPK_SLICE: usize = 1024;
+pub const TOPK_MAX_WG: usize = 128;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]

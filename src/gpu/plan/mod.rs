@@ -90,14 +90,17 @@ impl Plan {
 /// cache fits in one binding of at most `limit` bytes.
 pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
     let c = &model.config;
-    if c.n_lora_kv > 512
-        || c.n_embd_head_qk_rope > 64
+    if c.n_lora_kv > ops::MAX_LATENT
+        || c.n_embd_head_qk_rope > ops::MAX_ROPE
         || c.n_lora_kv % 64 != 0
         || c.kv_row() % 8 != 0
     {
         return Err(Error::Unsupported(format!(
-            "latent width {} / rope width {}: the attention kernel handles up to 512 / 64",
-            c.n_lora_kv, c.n_embd_head_qk_rope
+            "latent width {} / rope width {}: the attention kernels handle up to {} / {}",
+            c.n_lora_kv,
+            c.n_embd_head_qk_rope,
+            ops::MAX_LATENT,
+            ops::MAX_ROPE
         )));
     }
     let n_expert = c.moe_dims().0;
@@ -408,7 +411,7 @@ pub fn build(
         [1, 1, 1],
     )?;
     b.matvec(&w.output, Mv::plain(&xn, &logits))?;
-    let topk_wg = (c.n_vocab / 1024).clamp(1, 128) as u32;
+    let topk_wg = (c.n_vocab / ops::TOPK_SLICE).clamp(1, ops::TOPK_MAX_WG) as u32;
     let cand1_v = scratch("cand1_v", &[topk_wg as usize, MAX_CANDIDATES])?;
     let cand1_i = scratch("cand1_i", &[topk_wg as usize, MAX_CANDIDATES])?;
     let cand_v = scratch("cand_v", &[MAX_CANDIDATES])?;

@@ -523,7 +523,7 @@ pub fn build(
                     Kernel::MoeSum,
                     &[&sum_params, &part, &sel_w, &x],
                     [
-                        Dim::Fixed((e as u32).div_ceil(256)),
+                        Dim::Fixed((e as u32).div_ceil(ops::MOE_SUM_WG)),
                         Dim::Tokens,
                         Dim::Fixed(1),
                     ],
