@@ -18,9 +18,9 @@ use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{self, Dispatch, MATMUL_ROWS, MATMUL_TILE};
-use crate::gpu::resident::{FfnWeights, QWeights, ResidentWeights};
+use crate::gpu::resident::{FfnWeights, GateUpDown, LayerWeights, QWeights, ResidentWeights};
 use crate::gpu::weights::Matrix;
-use crate::model::Model;
+use crate::model::{Config, Model};
 
 /// How one dimension of a dispatch's grid follows the chunk's token count.
 #[derive(Clone, Copy)]
@@ -287,6 +287,115 @@ impl Builder<'_> {
     }
 }
 
+/// The chunk's activations, `ubatch` rows each, and the step records.
+struct Acts {
+    tokens: wgpu::Buffer,
+    x: wgpu::Buffer,
+    xn: wgpu::Buffer,
+    qa: wgpu::Buffer,
+    qan: wgpu::Buffer,
+    q: wgpu::Buffer,
+    ckv: wgpu::Buffer,
+    q_abs: wgpu::Buffer,
+    o: wgpu::Buffer,
+    ml: wgpu::Buffer,
+    v_heads: wgpu::Buffer,
+    h2: wgpu::Buffer,
+    /// The router kernel writes its normed h here; the matmuls read h2.
+    h_router: wgpu::Buffer,
+    moe_logits: wgpu::Buffer,
+    sel: wgpu::Buffer,
+    sel_w: wgpu::Buffer,
+    act: wgpu::Buffer,
+    act_r: wgpu::Buffer,
+    part: wgpu::Buffer,
+    steps: wgpu::Buffer,
+    zero_bias: wgpu::Buffer,
+}
+
+impl Acts {
+    fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize) -> Result<Acts> {
+        let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
+        let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
+        let n_qk = c.n_embd_head_qk();
+        Ok(Acts {
+            tokens: s("pf.tokens", &[u])?,
+            x: s("pf.x", &[u, c.n_embd])?,
+            xn: s("pf.attn_norm", &[u, c.n_embd])?,
+            qa: s("pf.q_a", &[u, c.n_lora_q.max(1)])?,
+            qan: s("pf.q_a_norm", &[u, c.n_lora_q.max(1)])?,
+            q: s("pf.q", &[u, c.n_head, n_qk])?,
+            ckv: s("pf.kv_a", &[u, c.kv_row()])?,
+            q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
+            o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
+            ml: s("pf.ml", &[u, c.n_head, 2])?,
+            v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
+            h2: s("pf.ffn_norm", &[u, c.n_embd])?,
+            h_router: s("pf.router_h", &[u, c.n_embd])?,
+            moe_logits: s("pf.moe_logits", &[u, n_expert.max(1)])?,
+            sel: s("pf.sel", &[u, n_used])?,
+            sel_w: s("pf.sel_w", &[u, n_used])?,
+            act: s("pf.act", &[u, c.n_ff.max(n_ff_sh).max(1)])?,
+            act_r: s("pf.act_exps", &[u, n_used, n_ff_exp.max(1)])?,
+            part: s("pf.down_exps", &[u, n_used, c.n_embd])?,
+            steps: s("pf.steps", &[u, std::mem::size_of::<ops::Step>() / 4])?,
+            zero_bias: s("pf.zero_bias", &[n_expert.max(4)])?,
+        })
+    }
+}
+
+/// The kernels' params, the same for every layer.
+struct Uniforms {
+    norm_embd: wgpu::Buffer,
+    norm_q: wgpu::Buffer,
+    kv: wgpu::Buffer,
+    attn: wgpu::Buffer,
+    router: wgpu::Buffer,
+    sum: wgpu::Buffer,
+    group: wgpu::Buffer,
+}
+
+impl Uniforms {
+    /// For chunks of `u` tokens with `n_assign` expert assignments.
+    fn new(gpu: &Gpu, c: &Config, u: usize, n_assign: u32, max_tiles: u32) -> Uniforms {
+        let n_used = n_assign as usize / u.max(1);
+        let norm = |n: usize| {
+            gpu.uniform(
+                "pf.rms_norm",
+                &ops::RmsNormParams {
+                    n: n as u32,
+                    eps: c.rms_eps,
+                    n_rows: u as u32,
+                    _pad: 0,
+                },
+            )
+        };
+        let group = ops::MoeGroupParams {
+            n_assign,
+            n_expert: c.n_expert as u32,
+            tile: MATMUL_TILE,
+            max_tiles,
+        };
+        let sum = ops::MoeSumParams {
+            n: c.n_embd as u32,
+            n_used: n_used as u32,
+            _pad: [0; 2],
+        };
+        Uniforms {
+            norm_embd: norm(c.n_embd),
+            norm_q: norm(c.n_lora_q.max(1)),
+            kv: gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c)),
+            attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
+            router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
+            sum: gpu.uniform("pf.moe_sum", &sum),
+            group: gpu.uniform("pf.moe_group", &group),
+        }
+    }
+}
+
+/// One row per token of the chunk.
+const ROWS: [Dim; 3] = [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)];
+
 /// The prefill plan of `model` for chunks of up to `ubatch` tokens, over
 /// the resident weights `w` and the session's `caches`.
 pub fn build(
@@ -299,74 +408,20 @@ pub fn build(
 ) -> Result<Prefill> {
     let c = &model.config;
     let u = ubatch;
-    let n_qk = c.n_embd_head_qk();
-    let (n_expert, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
+    let (n_expert, n_used, _, _) = c.moe_dims();
     let n_used = n_used.max(1);
     let n_assign = u
         .checked_mul(n_used)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
-    let scratch = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
-
-    let x = scratch("pf.x", &[u, c.n_embd])?;
-    let xn = scratch("pf.attn_norm", &[u, c.n_embd])?;
-    let qa = scratch("pf.q_a", &[u, c.n_lora_q.max(1)])?;
-    let qan = scratch("pf.q_a_norm", &[u, c.n_lora_q.max(1)])?;
-    let q = scratch("pf.q", &[u, c.n_head, n_qk])?;
-    let ckv = scratch("pf.kv_a", &[u, c.kv_row()])?;
-    let q_abs = scratch("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?;
-    let o = scratch("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?;
-    let ml = scratch("pf.ml", &[u, c.n_head, 2])?;
-    let v_heads = scratch("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?;
-    let h2 = scratch("pf.ffn_norm", &[u, c.n_embd])?;
-    let h_router = scratch("pf.router_h", &[u, c.n_embd])?;
-    let moe_logits = scratch("pf.moe_logits", &[u, n_expert.max(1)])?;
-    let sel = scratch("pf.sel", &[u, n_used])?;
-    let sel_w = scratch("pf.sel_w", &[u, n_used])?;
-    let act = scratch("pf.act", &[u, c.n_ff.max(n_ff_sh).max(1)])?;
-    let act_r = scratch("pf.act_exps", &[u, n_used, n_ff_exp.max(1)])?;
-    let part = scratch("pf.down_exps", &[u, n_used, c.n_embd])?;
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32);
-    let routed_tiles = scratch("pf.tiles", &[4, max_tiles as usize])?;
-    let routed_order = scratch("pf.order", &[u, n_used])?;
-    let dense_tiles = scratch("pf.dense_tiles", &[4, u.div_ceil(MATMUL_TILE as usize)])?;
+    let a = Acts::new(gpu, c, u, n_used)?;
+    let p = Uniforms::new(gpu, c, u, n_assign, max_tiles);
+    let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
+    let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
+    let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(MATMUL_TILE as usize)])?;
     let ids: Vec<u32> = (0..u as u32).collect();
     let identity = gpu.storage("pf.identity", bytemuck::cast_slice(&ids))?;
-    let steps = gpu.scratch_f32("pf.steps", &[u, std::mem::size_of::<ops::Step>() / 4])?;
-    let zeros = scratch("pf.zero_bias", &[n_expert.max(4)])?;
-    let group_params = gpu.uniform(
-        "pf.moe_group",
-        &ops::MoeGroupParams {
-            n_assign,
-            n_expert: c.n_expert as u32,
-            tile: MATMUL_TILE,
-            max_tiles,
-        },
-    );
-    let norm = |n: usize| {
-        gpu.uniform(
-            "pf.rms_norm",
-            &ops::RmsNormParams {
-                n: n as u32,
-                eps: c.rms_eps,
-                n_rows: u as u32,
-                _pad: 0,
-            },
-        )
-    };
-    let (norm_embd, norm_q) = (norm(c.n_embd), norm(c.n_lora_q.max(1)));
-    let kv_params = gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c));
-    let attn_params = gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1));
-    let router_params = gpu.uniform("pf.router", &ops::RouterParams::new(c));
-    let sum_params = gpu.uniform(
-        "pf.moe_sum",
-        &ops::MoeSumParams {
-            n: c.n_embd as u32,
-            n_used: n_used as u32,
-            _pad: [0; 2],
-        },
-    );
-
     let mut b = Builder {
         gpu,
         pipes,
@@ -376,177 +431,183 @@ pub fn build(
         routed_tiles: &routed_tiles,
         routed_order: &routed_order,
     };
-    let tokens = scratch("pf.tokens", &[u])?;
-    for d in ops::embed(gpu, pipes, &w.token_embd, &tokens, &x)? {
+    for d in ops::embed(gpu, pipes, &w.token_embd, &a.tokens, &a.x)? {
         let per_token = Dim::Fixed(d.workgroups[0]);
         b.ops.push(Op {
             d,
             grid: [per_token, Dim::Tokens, Dim::Fixed(1)],
         });
     }
-    let rows = [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)];
-    let n_head = c.n_head as u32;
-    let e = c.n_embd;
-    for (il, lw) in w.layers.iter().enumerate() {
-        let name = |op: &str| format!("blk.{il}.{op}");
+    for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
+        b.attention(c, &a, &p, il, lw, cache)?;
         b.push(
-            name("attn_norm"),
+            format!("blk.{il}.ffn_norm"),
             Kernel::RmsNorm,
-            &[&norm_embd, &x, &lw.attn_norm, &xn],
-            rows,
+            &[&p.norm_embd, &a.x, &lw.ffn_norm, &a.h2],
+            ROWS,
         )?;
+        match &lw.ffn {
+            FfnWeights::Dense(d) => b.ffn(&a, d, c.n_embd, c.n_ff)?,
+            FfnWeights::Moe { .. } => b.moe(c, &a, &p, il, lw, n_used)?,
+        }
+    }
+    let ops = b.ops;
+    Ok(Prefill {
+        ubatch,
+        ops,
+        n_used: n_used as u32,
+        n_expert: c.n_expert.max(1) as u32,
+        tokens: a.tokens,
+        x: a.x,
+        steps: a.steps,
+        dense_tiles,
+        identity,
+        routed_tiles,
+        routed_order,
+        group_params: p.group,
+        norm_embd: p.norm_embd,
+    })
+}
+
+impl Builder<'_> {
+    /// A block's attention half over the chunk: attn_norm, q (q_a, its
+    /// norm, q_b; or q), kv_a, kv_append, k_b absorb, attention (one split
+    /// per token over its causal prefix), v_b, attn_output (+ residual).
+    fn attention(
+        &mut self,
+        c: &Config,
+        a: &Acts,
+        p: &Uniforms,
+        il: usize,
+        lw: &LayerWeights,
+        cache: &wgpu::Buffer,
+    ) -> Result<()> {
+        let name = |op: &str| format!("blk.{il}.{op}");
+        let (e, n_qk, n_lat, n_v) = (c.n_embd, c.n_embd_head_qk(), c.n_lora_kv, c.n_embd_head_v);
+        let n_head = c.n_head as u32;
+        let norm = [&p.norm_embd, &a.x, &lw.attn_norm, &a.xn];
+        self.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)?;
         match &lw.q {
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 let nq = c.n_lora_q;
-                b.matmul(q_a, Mm::new(&xn, e, &qa, nq))?;
-                b.push(
-                    name("q_a_norm"),
-                    Kernel::RmsNorm,
-                    &[&norm_q, &qa, q_a_norm, &qan],
-                    rows,
-                )?;
-                b.matmul(q_b, Mm::new(&qan, nq, &q, c.n_head * n_qk))?;
+                self.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))?;
+                let norm = [&p.norm_q, &a.qa, q_a_norm, &a.qan];
+                self.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)?;
+                self.matmul(q_b, Mm::new(&a.qan, nq, &a.q, c.n_head * n_qk))?;
             }
-            QWeights::Direct(wq) => b.matmul(wq, Mm::new(&xn, e, &q, c.n_head * n_qk))?,
+            QWeights::Direct(wq) => self.matmul(wq, Mm::new(&a.xn, e, &a.q, c.n_head * n_qk))?,
         }
-        b.matmul(&lw.kv_a_mqa, Mm::new(&xn, e, &ckv, c.kv_row()))?;
-        b.push(
-            name("kv_append"),
-            Kernel::KvAppend,
-            &[&kv_params, &steps, &ckv, &lw.kv_a_norm, &caches[il]],
-            rows,
-        )?;
-        let n_lat = c.n_lora_kv;
-        b.matmul(
-            &lw.k_b,
-            Mm {
-                heads: (n_head, n_qk, n_lat),
-                ..Mm::new(&q, c.n_head * n_qk, &q_abs, c.n_head * n_lat)
-            },
-        )?;
-        let attn = [&attn_params, &steps, &q_abs, &q, &caches[il], &o, &ml];
-        b.ops.push(Op {
-            d: ops::attention(gpu, pipes, n_lat, &attn, [1, 1, 1])?.named(name("attention")),
+        self.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))?;
+        let append = [&p.kv, &a.steps, &a.ckv, &lw.kv_a_norm, cache];
+        self.push(name("kv_append"), Kernel::KvAppend, &append, ROWS)?;
+        let k_b = Mm {
+            heads: (n_head, n_qk, n_lat),
+            ..Mm::new(&a.q, c.n_head * n_qk, &a.q_abs, c.n_head * n_lat)
+        };
+        self.matmul(&lw.k_b, k_b)?;
+        let attn = [&p.attn, &a.steps, &a.q_abs, &a.q, cache, &a.o, &a.ml];
+        let d = ops::attention(self.gpu, self.pipes, n_lat, &attn, [1, 1, 1])?;
+        self.ops.push(Op {
+            d: d.named(name("attention")),
             grid: [
                 Dim::Fixed(1),
                 Dim::Fixed(ops::attention_head_blocks(c.n_head)),
                 Dim::Tokens,
             ],
         });
-        let n_v = c.n_embd_head_v;
-        b.matmul(
-            &lw.v_b,
-            Mm {
-                heads: (n_head, n_lat, n_v),
-                ..Mm::new(&o, c.n_head * n_lat, &v_heads, c.n_head * n_v)
-            },
-        )?;
-        b.matmul(
-            &lw.attn_output,
-            Mm {
-                accum: true,
-                ..Mm::new(&v_heads, c.n_head * n_v, &x, e)
-            },
-        )?;
-        b.push(
-            name("ffn_norm"),
-            Kernel::RmsNorm,
-            &[&norm_embd, &x, &lw.ffn_norm, &h2],
-            rows,
-        )?;
-        let ffn = |b: &mut Builder, d: &crate::gpu::resident::GateUpDown, n_ff: usize| {
-            b.matmul(
-                &d.gate_up,
-                Mm {
-                    gate_up: true,
-                    ..Mm::new(&h2, e, &act, n_ff)
-                },
-            )?;
-            b.matmul(
-                &d.down,
-                Mm {
-                    accum: true,
-                    ..Mm::new(&act, n_ff, &x, e)
-                },
-            )
+        let v_b = Mm {
+            heads: (n_head, n_lat, n_v),
+            ..Mm::new(&a.o, c.n_head * n_lat, &a.v_heads, c.n_head * n_v)
         };
-        match &lw.ffn {
-            FfnWeights::Dense(d) => ffn(&mut b, d, c.n_ff)?,
-            FfnWeights::Moe {
-                gate_inp,
-                exp_probs_b,
-                gate_up_exps,
-                down_exps,
-                shared,
-            } => {
-                b.matmul(gate_inp, Mm::new(&h2, e, &moe_logits, c.n_expert))?;
-                b.push(
-                    name("router"),
-                    Kernel::Router,
-                    &[
-                        &router_params,
-                        &x,
-                        &lw.ffn_norm,
-                        &moe_logits,
-                        exp_probs_b.as_ref().unwrap_or(&zeros),
-                        &h_router,
-                        &sel,
-                        &sel_w,
-                    ],
-                    rows,
-                )?;
-                b.push(
-                    name("moe_group"),
-                    Kernel::MoeGroup,
-                    &[&group_params, &sel, &routed_order, &routed_tiles],
-                    [Dim::Fixed(1); 3],
-                )?;
-                let n_ff = c.n_ff_exp;
-                b.matmul(
-                    gate_up_exps,
-                    Mm {
-                        gate_up: true,
-                        routed: true,
-                        x_div: n_used as u32,
-                        ..Mm::new(&h2, e, &act_r, n_ff)
-                    },
-                )?;
-                b.matmul(
-                    down_exps,
-                    Mm {
-                        routed: true,
-                        ..Mm::new(&act_r, n_ff, &part, e)
-                    },
-                )?;
-                b.push(
-                    name("moe_sum"),
-                    Kernel::MoeSum,
-                    &[&sum_params, &part, &sel_w, &x],
-                    [
-                        Dim::Fixed((e as u32).div_ceil(ops::MOE_SUM_WG)),
-                        Dim::Tokens,
-                        Dim::Fixed(1),
-                    ],
-                )?;
-                if let Some(sh) = shared {
-                    ffn(&mut b, sh, c.n_ff_exp * c.n_expert_shared)?;
-                }
-            }
+        self.matmul(&lw.v_b, v_b)?;
+        let out = Mm {
+            accum: true,
+            ..Mm::new(&a.v_heads, c.n_head * n_v, &a.x, e)
+        };
+        self.matmul(&lw.attn_output, out)
+    }
+
+    /// A dense (or shared-expert) FFN over the normed rows: gate+up, down
+    /// (+ residual).
+    fn ffn(&mut self, a: &Acts, d: &GateUpDown, e: usize, n_ff: usize) -> Result<()> {
+        let gate_up = Mm {
+            gate_up: true,
+            ..Mm::new(&a.h2, e, &a.act, n_ff)
+        };
+        self.matmul(&d.gate_up, gate_up)?;
+        let down = Mm {
+            accum: true,
+            ..Mm::new(&a.act, n_ff, &a.x, e)
+        };
+        self.matmul(&d.down, down)
+    }
+
+    /// A MoE block's FFN over the chunk: router logits, selection, the
+    /// tokens' assignments grouped by expert, routed gate+up and down over
+    /// the groups' tiles, their weighted sum (+ residual), the shared expert.
+    fn moe(
+        &mut self,
+        c: &Config,
+        a: &Acts,
+        p: &Uniforms,
+        il: usize,
+        lw: &LayerWeights,
+        n_used: usize,
+    ) -> Result<()> {
+        let FfnWeights::Moe {
+            gate_inp,
+            exp_probs_b,
+            gate_up_exps,
+            down_exps,
+            shared,
+        } = &lw.ffn
+        else {
+            return Ok(());
+        };
+        let name = |op: &str| format!("blk.{il}.{op}");
+        let (e, n_ff) = (c.n_embd, c.n_ff_exp);
+        self.matmul(gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))?;
+        let bias = exp_probs_b.as_ref().unwrap_or(&a.zero_bias);
+        let router = [
+            &p.router,
+            &a.x,
+            &lw.ffn_norm,
+            &a.moe_logits,
+            bias,
+            &a.h_router,
+            &a.sel,
+            &a.sel_w,
+        ];
+        self.push(name("router"), Kernel::Router, &router, ROWS)?;
+        let group = [&p.group, &a.sel, self.routed_order, self.routed_tiles];
+        self.push(
+            name("moe_group"),
+            Kernel::MoeGroup,
+            &group,
+            [Dim::Fixed(1); 3],
+        )?;
+        let gate_up = Mm {
+            gate_up: true,
+            routed: true,
+            x_div: n_used as u32,
+            ..Mm::new(&a.h2, e, &a.act_r, n_ff)
+        };
+        self.matmul(gate_up_exps, gate_up)?;
+        let down = Mm {
+            routed: true,
+            ..Mm::new(&a.act_r, n_ff, &a.part, e)
+        };
+        self.matmul(down_exps, down)?;
+        let grid = [
+            Dim::Fixed((e as u32).div_ceil(ops::MOE_SUM_WG)),
+            Dim::Tokens,
+            Dim::Fixed(1),
+        ];
+        let sum = [&p.sum, &a.part, &a.sel_w, &a.x];
+        self.push(name("moe_sum"), Kernel::MoeSum, &sum, grid)?;
+        match shared {
+            Some(sh) => self.ffn(a, sh, e, c.n_ff_exp * c.n_expert_shared),
+            None => Ok(()),
         }
     }
-    Ok(Prefill {
-        ubatch,
-        ops: b.ops,
-        n_used: n_used as u32,
-        n_expert: c.n_expert.max(1) as u32,
-        tokens,
-        x,
-        steps,
-        dense_tiles,
-        identity,
-        routed_tiles,
-        routed_order,
-        group_params,
-        norm_embd,
-    })
 }

@@ -1,0 +1,440 @@
+//! Lowering of the layer stack into the decode plan's dispatches, one step
+//! per function: the shared buffers, each block's attention half and
+//! feed-forward half, the output head. `plan::build` strings them together.
+
+use super::builder::{Builder, Mv};
+use super::{After, BlockRange, Io, Plan, MAX_CANDIDATES};
+use crate::error::Result;
+use crate::gpu::context::Gpu;
+use crate::gpu::kernels::{Kernel, Pipelines};
+use crate::gpu::ops::{self, Dispatch, MatvecMode};
+use crate::gpu::resident::{FfnWeights, GateUpDown, LayerWeights, QWeights, ResidentWeights};
+use crate::model::{Config, Model};
+
+/// Buffers every layer writes and reads again, and the layers' uniforms.
+/// Buffers written by a dispatch that runs beside its predecessor (no
+/// barrier between them) are per layer instead: a buffer's first use in
+/// the token's encoder needs no barrier, any later change of use does
+/// (docs/perf-journal.md, barriers).
+struct Shared {
+    token: wgpu::Buffer,
+    x: wgpu::Buffer,
+    qa: wgpu::Buffer,
+    q: wgpu::Buffer,
+    q_abs: wgpu::Buffer,
+    o_part: wgpu::Buffer,
+    ml: wgpu::Buffer,
+    v_heads: wgpu::Buffer,
+    h2: wgpu::Buffer,
+    sel: wgpu::Buffer,
+    sel_w: wgpu::Buffer,
+    moe_logits: wgpu::Buffer,
+    act: wgpu::Buffer,
+    step: wgpu::Buffer,
+    zero_bias: wgpu::Buffer,
+    zero_x: wgpu::Buffer,
+    kv_params: wgpu::Buffer,
+    attn_params: wgpu::Buffer,
+    head_params: wgpu::Buffer,
+    router_params: wgpu::Buffer,
+}
+
+impl Shared {
+    fn new(gpu: &Gpu, c: &Config) -> Result<Shared> {
+        let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
+        let n_split = ops::MAX_SPLITS as usize;
+        let (n_expert, n_used, n_ff_exp, _) = c.moe_dims();
+        Ok(Shared {
+            token: s("token", &[1])?,
+            x: s("x", &[c.n_embd])?,
+            qa: s("q_a", &[c.n_lora_q.max(1)])?,
+            q: s("q", &[c.n_head, c.n_embd_head_qk()])?,
+            q_abs: s("q_abs", &[c.n_head, c.n_lora_kv])?,
+            o_part: s("o_part", &[c.n_head, n_split, c.n_lora_kv])?,
+            ml: s("ml", &[c.n_head, n_split, 2])?,
+            v_heads: s("v_heads", &[c.n_head, c.n_embd_head_v])?,
+            h2: s("ffn_h", &[c.n_embd])?,
+            sel: s("sel", &[n_used.max(1)])?,
+            sel_w: s("sel_w", &[n_used.max(1)])?,
+            moe_logits: s("ffn_moe_logits", &[n_expert.max(1)])?,
+            // The dense FFN's and the routed experts' activations (the
+            // shared expert's are per layer).
+            act: s("act", &[c.n_ff.max(n_used * n_ff_exp).max(1)])?,
+            step: gpu.storage("step", bytemuck::bytes_of(&ops::Step::new(0, &[])))?,
+            zero_bias: s("zero_bias", &[n_expert.max(4)])?,
+            zero_x: s("zero_x", &[c.n_embd])?,
+            kv_params: gpu.uniform("kv_append", &ops::KvAppendParams::new(c)),
+            attn_params: gpu.uniform("attention", &ops::AttentionParams::new(c, n_split as u32)),
+            head_params: gpu.uniform(
+                "attention_head",
+                &ops::AttentionHeadParams::new(c, n_split as u32),
+            ),
+            router_params: gpu.uniform("router", &ops::RouterParams::new(c)),
+        })
+    }
+}
+
+/// The decode plan being lowered.
+struct Lowering<'a> {
+    b: Builder<'a>,
+    c: &'a Config,
+    s: Shared,
+    /// (index in the dispatches, the short-context attention for it).
+    short_attn: Vec<(usize, Dispatch)>,
+}
+
+pub fn build(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    model: &Model,
+    w: &ResidentWeights,
+    caches: &[wgpu::Buffer],
+) -> Result<Plan> {
+    let c = &model.config;
+    let b = Builder {
+        gpu,
+        pipes,
+        out: Vec::new(),
+        eps: c.rms_eps,
+        dummy: gpu.scratch_f32("unused", &[4])?,
+        zero_id: gpu.scratch_f32("expert_0", &[4])?,
+    };
+    let mut l = Lowering {
+        b,
+        c,
+        s: Shared::new(gpu, c)?,
+        short_attn: Vec::new(),
+    };
+    let embed = ops::embed(gpu, pipes, &w.token_embd, &l.s.token, &l.s.x)?;
+    l.b.out.extend(embed);
+    let mut blocks = Vec::new();
+    for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
+        let attn_start = l.b.out.len();
+        l.attention(il, lw, cache)?;
+        let ffn_start = l.b.out.len();
+        match &lw.ffn {
+            FfnWeights::Dense(d) => l.dense_ffn(lw, d)?,
+            FfnWeights::Moe { .. } => l.moe_ffn(il, lw)?,
+        }
+        blocks.push(BlockRange {
+            layer: il,
+            moe: matches!(lw.ffn, FfnWeights::Moe { .. }),
+            attn: attn_start..ffn_start,
+            ffn: ffn_start..l.b.out.len(),
+        });
+    }
+    let head_start = l.b.out.len();
+    let head = l.head(w)?;
+    let mut short = l.b.out.clone();
+    for (i, d) in l.short_attn.drain(..) {
+        short[i] = d;
+    }
+    Ok(Plan {
+        dispatches: l.b.out,
+        short,
+        blocks,
+        head_start,
+        io: io(c, l.s, head),
+    })
+}
+
+/// What the output head leaves for the engine.
+struct Head {
+    logits: wgpu::Buffer,
+    cand_v: wgpu::Buffer,
+    cand_i: wgpu::Buffer,
+    topk_params: [wgpu::Buffer; 2],
+    topk_wg: u32,
+}
+
+fn io(c: &Config, s: Shared, h: Head) -> Io {
+    let n_qk = c.n_embd_head_qk();
+    Io {
+        traced: vec![
+            ("q", After::Attn, s.q.clone(), c.n_head * n_qk),
+            (
+                "q_nope_absorbed",
+                After::Attn,
+                s.q_abs.clone(),
+                c.n_head * c.n_lora_kv,
+            ),
+            (
+                "kqv_out",
+                After::Attn,
+                s.v_heads.clone(),
+                c.n_head * c.n_embd_head_v,
+            ),
+            ("ffn_inp", After::Attn, s.x.clone(), c.n_embd),
+            (
+                "ffn_moe_logits",
+                After::MoeFfn,
+                s.moe_logits.clone(),
+                c.n_expert,
+            ),
+            ("ffn_norm", After::MoeFfn, s.h2.clone(), c.n_embd),
+            ("l_out", After::Ffn, s.x.clone(), c.n_embd),
+        ],
+        token: s.token,
+        x: s.x,
+        step: s.step,
+        logits: h.logits,
+        cand_v: h.cand_v,
+        cand_i: h.cand_i,
+        topk_params: h.topk_params,
+        topk_wg: h.topk_wg,
+    }
+}
+
+impl Lowering<'_> {
+    /// A block's attention half: q_a (or q) ∥ kv_a, q_b ∥ kv_append (q_b
+    /// binds kv_a's output ahead for kv_append), k_b absorb, attention,
+    /// v_b (merging the splits), attn_output (+ residual).
+    fn attention(&mut self, il: usize, lw: &LayerWeights, cache: &wgpu::Buffer) -> Result<()> {
+        let (c, s) = (self.c, &self.s);
+        let b = &mut self.b;
+        let ckv = b.gpu.scratch_f32(&format!("kv_a-{il}"), &[c.kv_row()])?;
+        let normed = |y| Mv {
+            norm: Some(&lw.attn_norm),
+            ..Mv::plain(&s.x, y)
+        };
+        let (first, first_out) = match &lw.q {
+            QWeights::Lora { q_a, .. } => (q_a, &s.qa),
+            QWeights::Direct(wq) => (wq, &s.q),
+        };
+        b.matvec(first, normed(first_out))?;
+        b.matvec(&lw.kv_a_mqa, normed(&ckv))?;
+        if let QWeights::Lora { q_a_norm, q_b, .. } = &lw.q {
+            let mv = Mv {
+                norm: Some(q_a_norm),
+                ahead: Some(&ckv),
+                ..Mv::plain(&s.qa, &s.q)
+            };
+            b.matvec(q_b, mv)?;
+        }
+        b.push(
+            format!("blk.{il}.kv_append"),
+            Kernel::KvAppend,
+            &[&s.kv_params, &s.step, &ckv, &lw.kv_a_norm, cache],
+            [1, 1, 1],
+        )?;
+        let n_head = c.n_head as u32;
+        let k_b = Mv {
+            slots: n_head,
+            x_stride: (c.n_embd_head_qk() / 4) as u32,
+            y_stride: c.n_lora_kv as u32,
+            ..Mv::plain(&s.q, &s.q_abs)
+        };
+        b.matvec(&lw.k_b, k_b)?;
+        let n_split = ops::MAX_SPLITS;
+        let label = format!("blk.{il}.attention");
+        let per_head = [
+            &s.head_params,
+            &s.step,
+            &s.q_abs,
+            &s.q,
+            cache,
+            &s.o_part,
+            &s.ml,
+        ];
+        let short = Dispatch::new(
+            b.gpu,
+            b.pipes,
+            Kernel::AttentionHead,
+            &[],
+            &per_head,
+            [n_split, n_head, 1],
+        )?;
+        self.short_attn
+            .push((b.out.len(), short.named(label.clone())));
+        let all_heads = [
+            &s.attn_params,
+            &s.step,
+            &s.q_abs,
+            &s.q,
+            cache,
+            &s.o_part,
+            &s.ml,
+        ];
+        let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
+        b.out
+            .push(ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?.named(label));
+        // v_b merges the attention splits of its head as it reads them.
+        let v_b = Mv {
+            slots: n_head,
+            combine: Some((&s.ml, n_split)),
+            y_stride: c.n_embd_head_v as u32,
+            ..Mv::plain(&s.o_part, &s.v_heads)
+        };
+        b.matvec(&lw.v_b, v_b)?;
+        let out = Mv {
+            accum: true,
+            ..Mv::plain(&s.v_heads, &s.x)
+        };
+        b.matvec(&lw.attn_output, out)
+    }
+
+    /// A dense block's feed-forward: gate+up (ffn_norm fused), down (+ residual).
+    fn dense_ffn(&mut self, lw: &LayerWeights, d: &GateUpDown) -> Result<()> {
+        let s = &self.s;
+        self.b.matvec(
+            &d.gate_up,
+            gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &s.act),
+        )?;
+        let down = Mv {
+            accum: true,
+            ..Mv::plain(&s.act, &s.x)
+        };
+        self.b.matvec(&d.down, down)
+    }
+
+    /// A MoE block's feed-forward. Pairs run side by side: router logits ∥
+    /// shared gate+up (both norm x themselves), then the router selection
+    /// (writes the normed h), routed gate+up ∥ shared down (into its own
+    /// buffer), then the routed down adds the shared output and the
+    /// residual.
+    fn moe_ffn(&mut self, il: usize, lw: &LayerWeights) -> Result<()> {
+        let FfnWeights::Moe {
+            gate_inp,
+            exp_probs_b,
+            gate_up_exps,
+            down_exps,
+            shared,
+        } = &lw.ffn
+        else {
+            return Ok(());
+        };
+        let (c, s) = (self.c, &self.s);
+        let b = &mut self.b;
+        let (_, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
+        let sh_act = b
+            .gpu
+            .scratch_f32(&format!("ffn_shexp_act-{il}"), &[n_ff_sh.max(1)])?;
+        let sh_out = b
+            .gpu
+            .scratch_f32(&format!("ffn_shexp_out-{il}"), &[c.n_embd])?;
+        let logits = Mv {
+            norm: Some(&lw.ffn_norm),
+            ..Mv::plain(&s.x, &s.moe_logits)
+        };
+        b.matvec(gate_inp, logits)?;
+        if let Some(sh) = shared {
+            b.matvec(
+                &sh.gate_up,
+                gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &sh_act),
+            )?;
+        }
+        let bias = exp_probs_b.as_ref().unwrap_or(&s.zero_bias);
+        b.push(
+            format!("blk.{il}.router"),
+            Kernel::Router,
+            &[
+                &s.router_params,
+                &s.x,
+                &lw.ffn_norm,
+                &s.moe_logits,
+                bias,
+                &s.h2,
+                &s.sel,
+                &s.sel_w,
+            ],
+            [1, 1, 1],
+        )?;
+        let sel = Some((&s.sel, &s.sel_w));
+        let routed = gate_up(&s.h2, None, sel, n_used as u32, n_ff_exp as u32, &s.act);
+        match shared {
+            Some(sh) => {
+                let ahead = Mv {
+                    ahead: Some(&sh_act),
+                    ..routed
+                };
+                b.matvec(gate_up_exps, ahead)?;
+                b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))?;
+            }
+            None => b.matvec(gate_up_exps, routed)?,
+        }
+        let down = Mv {
+            mode: MatvecMode::WeightedSum,
+            sel,
+            slots: n_used as u32,
+            x_stride: (n_ff_exp / 4) as u32,
+            add: Some(if shared.is_some() { &sh_out } else { &s.zero_x }),
+            accum: true,
+            ..Mv::plain(&s.act, &s.x)
+        };
+        b.matvec(down_exps, down)
+    }
+
+    /// The output head: result norm, the head matvec, two top-k passes.
+    fn head(&mut self, w: &ResidentWeights) -> Result<Head> {
+        let (c, b) = (self.c, &mut self.b);
+        let s = |label: &str, dims: &[usize]| b.gpu.scratch_f32(label, dims);
+        let xn = s("result_norm", &[c.n_embd])?;
+        let logits = s("logits", &[c.n_vocab])?;
+        let topk_wg = (c.n_vocab / ops::TOPK_SLICE).clamp(1, ops::TOPK_MAX_WG);
+        let cand1_v = s("cand1_v", &[topk_wg, MAX_CANDIDATES])?;
+        let cand1_i = s("cand1_i", &[topk_wg, MAX_CANDIDATES])?;
+        let cand_v = s("cand_v", &[MAX_CANDIDATES])?;
+        let cand_i = s("cand_i", &[MAX_CANDIDATES])?;
+        let topk_wg = topk_wg as u32;
+        let norm_params = b.uniform(
+            "result_norm",
+            &ops::RmsNormParams {
+                n: c.n_embd as u32,
+                eps: c.rms_eps,
+                n_rows: 1,
+                _pad: 0,
+            },
+        );
+        b.push(
+            "result_norm".into(),
+            Kernel::RmsNorm,
+            &[&norm_params, &self.s.x, &w.output_norm, &xn],
+            [1, 1, 1],
+        )?;
+        b.matvec(&w.output, Mv::plain(&xn, &logits))?;
+        let n_vocab = c.n_vocab as u32;
+        let topk_params = [true, false].map(|first| {
+            let p = super::topk_params(n_vocab, topk_wg, 1, first);
+            b.uniform(if first { "topk1" } else { "topk2" }, &p)
+        });
+        let pass1 = [&topk_params[0], &logits, &b.dummy, &cand1_v, &cand1_i];
+        let pass2 = [&topk_params[1], &cand1_v, &cand1_i, &cand_v, &cand_i];
+        for (first, bufs, wg, label) in [(1.0, pass1, topk_wg, "topk1"), (0.0, pass2, 1, "topk2")] {
+            let d = Dispatch::new(
+                b.gpu,
+                b.pipes,
+                Kernel::TopK,
+                &[("FIRST", first)],
+                &bufs,
+                [wg, 1, 1],
+            )?;
+            b.out.push(d.named(label));
+        }
+        Ok(Head {
+            logits,
+            cand_v,
+            cand_i,
+            topk_params,
+            topk_wg,
+        })
+    }
+}
+
+/// A gate+up matvec (silu(gate)·up) of x into y.
+fn gate_up<'a>(
+    x: &'a wgpu::Buffer,
+    norm: Option<&'a wgpu::Buffer>,
+    sel: Option<(&'a wgpu::Buffer, &'a wgpu::Buffer)>,
+    slots: u32,
+    y_stride: u32,
+    y: &'a wgpu::Buffer,
+) -> Mv<'a> {
+    Mv {
+        mode: MatvecMode::GateUp,
+        norm,
+        sel,
+        slots,
+        y_stride,
+        ..Mv::plain(x, y)
+    }
+}
