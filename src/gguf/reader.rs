@@ -127,141 +127,21 @@ impl GgufFile {
             buf: &bytes,
             pos: 0,
         };
-        let magic = c.take(4, "magic")?;
-        if magic != b"GGUF" {
-            return Err(Error::gguf(
-                0,
-                format!("bad magic {magic:02x?}, expected \"GGUF\"; not a GGUF file"),
-            ));
-        }
-        let version = c.u32("version")?;
-        if version != 2 && version != 3 {
-            return Err(Error::gguf(
-                4,
-                format!("unsupported GGUF version {version} (glmw reads versions 2 and 3)"),
-            ));
-        }
+        let version = read_header(&mut c)?;
         let n_tensors = c.count("tensor count", MAX_TENSORS)?;
         let n_kv = c.count("metadata count", MAX_KV)?;
-
-        let mut metadata = Vec::with_capacity(n_kv as usize);
-        let mut key_index = HashMap::new();
-        for _ in 0..n_kv {
-            let at = c.pos;
-            let key = c.string("metadata key")?;
-            let ty_at = c.pos;
-            let ty = c.value_type("metadata value type")?;
-            let value = c.value(ty, 0)?;
-            check_known_type(&key, &value, ty_at)?;
-            if key_index.insert(key.clone(), metadata.len()).is_some() {
-                return Err(Error::gguf(
-                    at as u64,
-                    format!("duplicate metadata key {key:?}"),
-                ));
-            }
-            metadata.push((key, value));
-        }
-
-        let alignment = match metadata.get(
-            key_index
-                .get("general.alignment")
-                .copied()
-                .unwrap_or(usize::MAX),
-        ) {
-            Some((_, Value::U32(a))) => *a,
-            _ => DEFAULT_ALIGNMENT,
-        };
-        if alignment == 0 || !alignment.is_power_of_two() {
-            return Err(Error::gguf(
-                0,
-                format!("general.alignment = {alignment} is not a power of two"),
-            ));
-        }
-
-        let mut raw = Vec::with_capacity(n_tensors as usize);
-        let mut tensor_index = HashMap::new();
-        for _ in 0..n_tensors {
-            let at = c.pos;
-            let name = c.string("tensor name")?;
-            let n_dims = c.u32("tensor rank")?;
-            if n_dims == 0 || n_dims > MAX_DIMS {
-                return Err(Error::gguf(
-                    at as u64,
-                    format!("tensor {name:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)"),
-                ));
-            }
-            let mut dims = Vec::with_capacity(n_dims as usize);
-            for _ in 0..n_dims {
-                let d_at = c.pos;
-                let d = c.u64("tensor dimension")? as i64;
-                if d <= 0 {
-                    return Err(Error::gguf(
-                        d_at as u64,
-                        format!("tensor {name:?} has dimension {d}; dimensions must be positive"),
-                    ));
-                }
-                dims.push(d as u64);
-            }
-            let t_at = c.pos;
-            let type_id = c.u32("tensor type")?;
-            let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| {
-                Error::gguf(
-                    t_at as u64,
-                    format!("tensor {name:?} has unknown ggml type id {type_id}"),
-                )
-            })?;
-            let rel = c.u64("tensor data offset")?;
-            let n_bytes =
-                tensor_bytes(&name, &dims, ggml_type).map_err(|m| Error::gguf(at as u64, m))?;
-            if rel % alignment as u64 != 0 {
-                return Err(Error::gguf(at as u64, format!("tensor {name:?} data offset {rel} is not a multiple of the alignment {alignment}")));
-            }
-            if tensor_index.insert(name.clone(), raw.len()).is_some() {
-                return Err(Error::gguf(
-                    at as u64,
-                    format!("duplicate tensor name {name:?}"),
-                ));
-            }
-            raw.push((
-                at,
-                TensorInfo {
-                    name,
-                    dims,
-                    ggml_type,
-                    offset: rel,
-                    n_bytes,
-                },
-            ));
-        }
-
+        let (metadata, key_index) = read_metadata(&mut c, n_kv)?;
+        let alignment = alignment_of(&metadata, &key_index)?;
+        let (raw, tensor_index) = read_tensor_infos(&mut c, n_tensors, alignment)?;
         let data_offset = align_up(c.pos as u64, alignment as u64);
-        let file_len = bytes.len() as u64;
-        if n_tensors > 0 && data_offset > file_len {
+        if n_tensors > 0 && data_offset > bytes.len() as u64 {
             return Err(Error::gguf(
                 c.pos as u64,
                 "file ends before the tensor data section",
             ));
         }
-        let mut tensors = Vec::with_capacity(raw.len());
-        for (at, mut t) in raw {
-            let abs = data_offset.checked_add(t.offset);
-            let end = abs.and_then(|a| a.checked_add(t.n_bytes));
-            match abs.zip(end) {
-                Some((abs, end)) if end <= file_len => t.offset = abs,
-                _ => {
-                    return Err(Error::gguf(
-                        at as u64,
-                        format!(
-                            "tensor {:?} data ({} bytes at data offset {}) runs past the end of the file ({file_len} bytes); the file is truncated",
-                            t.name, t.n_bytes, t.offset
-                        ),
-                    ))
-                }
-            }
-            tensors.push(t);
-        }
+        let tensors = place_tensors(raw, data_offset, bytes.len() as u64)?;
         check_overlaps(&tensors)?;
-
         Ok(GgufFile {
             bytes,
             version,
@@ -658,4 +538,160 @@ fn min_size(elem: ValueType) -> u64 {
         // element type (4) and length (8) of the inner array
         ValueType::Array => 12,
     }
+}
+
+/// The magic and the version (2 or 3).
+fn read_header(c: &mut Cursor) -> Result<u32> {
+    let magic = c.take(4, "magic")?;
+    if magic != b"GGUF" {
+        return Err(Error::gguf(
+            0,
+            format!("bad magic {magic:02x?}, expected \"GGUF\"; not a GGUF file"),
+        ));
+    }
+    let version = c.u32("version")?;
+    if version != 2 && version != 3 {
+        return Err(Error::gguf(
+            4,
+            format!("unsupported GGUF version {version} (glmw reads versions 2 and 3)"),
+        ));
+    }
+    Ok(version)
+}
+
+type Metadata = (Vec<(String, Value)>, HashMap<String, usize>);
+
+/// `n_kv` key/value pairs, in file order, and their index by key.
+fn read_metadata(c: &mut Cursor, n_kv: u64) -> Result<Metadata> {
+    let mut metadata = Vec::with_capacity(n_kv as usize);
+    let mut key_index = HashMap::new();
+    for _ in 0..n_kv {
+        let at = c.pos;
+        let key = c.string("metadata key")?;
+        let ty_at = c.pos;
+        let ty = c.value_type("metadata value type")?;
+        let value = c.value(ty, 0)?;
+        check_known_type(&key, &value, ty_at)?;
+        if key_index.insert(key.clone(), metadata.len()).is_some() {
+            return Err(Error::gguf(
+                at as u64,
+                format!("duplicate metadata key {key:?}"),
+            ));
+        }
+        metadata.push((key, value));
+    }
+    Ok((metadata, key_index))
+}
+
+/// `general.alignment`, or the default; a power of two.
+fn alignment_of(metadata: &[(String, Value)], key_index: &HashMap<String, usize>) -> Result<u32> {
+    let alignment = match key_index.get("general.alignment").map(|&i| &metadata[i].1) {
+        Some(Value::U32(a)) => *a,
+        _ => DEFAULT_ALIGNMENT,
+    };
+    if alignment == 0 || !alignment.is_power_of_two() {
+        return Err(Error::gguf(
+            0,
+            format!("general.alignment = {alignment} is not a power of two"),
+        ));
+    }
+    Ok(alignment)
+}
+
+/// Each tensor's info record (offsets still relative to the data
+/// section) with the file position it was read at, and the index by name.
+type TensorInfos = (Vec<(usize, TensorInfo)>, HashMap<String, usize>);
+
+fn read_tensor_infos(c: &mut Cursor, n_tensors: u64, alignment: u32) -> Result<TensorInfos> {
+    let mut raw = Vec::with_capacity(n_tensors as usize);
+    let mut tensor_index = HashMap::new();
+    for _ in 0..n_tensors {
+        let at = c.pos;
+        let t = read_tensor_info(c, alignment)?;
+        if tensor_index.insert(t.name.clone(), raw.len()).is_some() {
+            return Err(Error::gguf(
+                at as u64,
+                format!("duplicate tensor name {:?}", t.name),
+            ));
+        }
+        raw.push((at, t));
+    }
+    Ok((raw, tensor_index))
+}
+
+/// One tensor info record: name, dimensions, type, relative offset.
+fn read_tensor_info(c: &mut Cursor, alignment: u32) -> Result<TensorInfo> {
+    let at = c.pos;
+    let name = c.string("tensor name")?;
+    let n_dims = c.u32("tensor rank")?;
+    if n_dims == 0 || n_dims > MAX_DIMS {
+        return Err(Error::gguf(
+            at as u64,
+            format!("tensor {name:?} has {n_dims} dimensions (1..={MAX_DIMS} allowed)"),
+        ));
+    }
+    let mut dims = Vec::with_capacity(n_dims as usize);
+    for _ in 0..n_dims {
+        let d_at = c.pos;
+        let d = c.u64("tensor dimension")? as i64;
+        if d <= 0 {
+            return Err(Error::gguf(
+                d_at as u64,
+                format!("tensor {name:?} has dimension {d}; dimensions must be positive"),
+            ));
+        }
+        dims.push(d as u64);
+    }
+    let t_at = c.pos;
+    let type_id = c.u32("tensor type")?;
+    let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| {
+        Error::gguf(
+            t_at as u64,
+            format!("tensor {name:?} has unknown ggml type id {type_id}"),
+        )
+    })?;
+    let rel = c.u64("tensor data offset")?;
+    let n_bytes = tensor_bytes(&name, &dims, ggml_type).map_err(|m| Error::gguf(at as u64, m))?;
+    if rel % alignment as u64 != 0 {
+        return Err(Error::gguf(
+            at as u64,
+            format!(
+                "tensor {name:?} data offset {rel} is not a multiple of the alignment {alignment}"
+            ),
+        ));
+    }
+    Ok(TensorInfo {
+        name,
+        dims,
+        ggml_type,
+        offset: rel,
+        n_bytes,
+    })
+}
+
+/// Absolute offsets, each tensor's data inside the file.
+fn place_tensors(
+    raw: Vec<(usize, TensorInfo)>,
+    data_offset: u64,
+    file_len: u64,
+) -> Result<Vec<TensorInfo>> {
+    let mut tensors = Vec::with_capacity(raw.len());
+    for (at, mut t) in raw {
+        let abs = data_offset.checked_add(t.offset);
+        let end = abs.and_then(|a| a.checked_add(t.n_bytes));
+        match abs.zip(end) {
+            Some((abs, end)) if end <= file_len => t.offset = abs,
+            _ => {
+                return Err(Error::gguf(
+                    at as u64,
+                    format!(
+                        "tensor {:?} data ({} bytes at data offset {}) runs past the end of the file ({file_len} bytes); the file is truncated",
+                        t.name, t.n_bytes, t.offset
+                    ),
+                ))
+            }
+        }
+        tensors.push(t);
+    }
+    Ok(tensors)
 }
