@@ -105,6 +105,113 @@ fn split_merge(m: &str) -> Option<(&str, &str)> {
     Some((&m[..i], &m[i + 1..]))
 }
 
+/// The token types, NORMAL where the file has none; one per token, each known.
+fn checked_types(types: Vec<i32>, n: usize) -> Result<Vec<i32>> {
+    let types = if types.is_empty() {
+        vec![tt::NORMAL; n]
+    } else if types.len() != n {
+        return Err(Error::Tokenizer(format!(
+            "{} token types for {n} tokens",
+            types.len()
+        )));
+    } else {
+        types
+    };
+    if let Some(i) = types
+        .iter()
+        .position(|t| !(tt::UNDEFINED..=tt::BYTE).contains(t))
+    {
+        return Err(Error::Tokenizer(format!(
+            "token {i} has unknown token type {}",
+            types[i]
+        )));
+    }
+    Ok(types)
+}
+
+/// The BPE model over the BPE-able tokens, and the ids left out of it.
+/// Only BPE-able tokens go into the BPE vocabulary: with ignore_merges a
+/// pre-token equal to a control token's text ("/nothink" is one regex
+/// piece) would otherwise come out as that control token even with
+/// parse_special off.
+fn build_bpe(
+    tokens: &[String],
+    types: &[i32],
+    merges: &[String],
+    ignore_merges: bool,
+) -> Result<(BPE, Vec<u32>)> {
+    let n = tokens.len();
+    let vocab: Vocab = tokens
+        .iter()
+        .zip(types)
+        .enumerate()
+        .filter(|&(_, (_, &ty))| in_bpe(ty))
+        .map(|(i, (t, _))| (t.clone(), i as u32))
+        .collect();
+    let not_bpe: Vec<u32> = (0..n as u32)
+        .filter(|&i| !in_bpe(types[i as usize]))
+        .collect();
+    if vocab.len() + not_bpe.len() != n {
+        // llama.cpp keeps the last id for a repeated string; so does this map.
+        log::warn!(
+            "tokenizer: {} token strings appear more than once",
+            n - vocab.len() - not_bpe.len()
+        );
+    }
+    let mut pairs = Vec::with_capacity(merges.len());
+    for (i, m) in merges.iter().enumerate() {
+        let (a, b) = split_merge(m).ok_or_else(|| {
+            Error::Tokenizer(format!(
+                "merge {i} ({m:?}) is not of the form \"left right\""
+            ))
+        })?;
+        pairs.push((a.to_string(), b.to_string()));
+    }
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, pairs)
+        .ignore_merges(ignore_merges)
+        .build()
+        .map_err(|e| {
+            bad_merge(tokens, types, merges).unwrap_or_else(|| tok_err("building BPE", e))
+        })?;
+    Ok((bpe, not_bpe))
+}
+
+/// Every token's bytes, concatenated, and the offsets between them.
+fn pieces(tokens: &[String], types: &[i32]) -> Result<(Vec<u8>, Vec<u32>)> {
+    let mut data = Vec::with_capacity(tokens.len() * 8);
+    let mut off = Vec::with_capacity(tokens.len() + 1);
+    off.push(0u32);
+    for (t, &ty) in tokens.iter().zip(types) {
+        if in_bpe(ty) {
+            bytes::decode_byte_level(t, &mut data);
+        } else {
+            // Specials and user-defined tokens are stored as plain text.
+            data.extend_from_slice(t.as_bytes());
+        }
+        let end = u32::try_from(data.len())
+            .map_err(|_| Error::Tokenizer("vocabulary text over 4 GiB".into()))?;
+        off.push(end);
+    }
+    Ok((data, off))
+}
+
+/// Control, user-defined and unknown tokens with text, longest first (ties
+/// by id): the order special tokens are matched in.
+fn specials_longest_first(tokens: &[String], types: &[i32]) -> Vec<u32> {
+    let mut specials: Vec<u32> = (0..tokens.len() as u32)
+        .filter(|&i| {
+            matches!(
+                types[i as usize],
+                tt::CONTROL | tt::USER_DEFINED | tt::UNKNOWN
+            )
+        })
+        .filter(|&i| !tokens[i as usize].is_empty())
+        .collect();
+    specials.sort_by_key(|&i| (std::cmp::Reverse(tokens[i as usize].len()), i));
+    specials
+}
+
 impl Tokenizer {
     pub fn from_parts(p: TokenizerParts) -> Result<Tokenizer> {
         if p.model != "gpt2" {
@@ -123,25 +230,7 @@ impl Tokenizer {
         if n == 0 || n > u32::MAX as usize {
             return Err(Error::Tokenizer(format!("vocabulary has {n} tokens")));
         }
-        let types = if p.token_types.is_empty() {
-            vec![tt::NORMAL; n]
-        } else if p.token_types.len() != n {
-            return Err(Error::Tokenizer(format!(
-                "{} token types for {n} tokens",
-                p.token_types.len()
-            )));
-        } else {
-            p.token_types
-        };
-        if let Some(i) = types
-            .iter()
-            .position(|t| !(tt::UNDEFINED..=tt::BYTE).contains(t))
-        {
-            return Err(Error::Tokenizer(format!(
-                "token {i} has unknown token type {}",
-                types[i]
-            )));
-        }
+        let types = checked_types(p.token_types, n)?;
         for (name, id) in [
             ("bos", p.bos),
             ("eos", p.eos),
@@ -155,75 +244,10 @@ impl Tokenizer {
                 )));
             }
         }
-
-        // Only BPE-able tokens go into the BPE vocabulary: with ignore_merges
-        // a pre-token equal to a control token's text ("/nothink" is one
-        // regex piece) would otherwise come out as that control token even
-        // with parse_special off.
-        let vocab: Vocab = p
-            .tokens
-            .iter()
-            .zip(&types)
-            .enumerate()
-            .filter(|&(_, (_, &ty))| in_bpe(ty))
-            .map(|(i, (t, _))| (t.clone(), i as u32))
-            .collect();
-        let not_bpe: Vec<u32> = (0..n as u32)
-            .filter(|&i| !in_bpe(types[i as usize]))
-            .collect();
-        if vocab.len() + not_bpe.len() != n {
-            // llama.cpp keeps the last id for a repeated string; so does this map.
-            log::warn!(
-                "tokenizer: {} token strings appear more than once",
-                n - vocab.len() - not_bpe.len()
-            );
-        }
-        let mut merges = Vec::with_capacity(p.merges.len());
-        for (i, m) in p.merges.iter().enumerate() {
-            let (a, b) = split_merge(m).ok_or_else(|| {
-                Error::Tokenizer(format!(
-                    "merge {i} ({m:?}) is not of the form \"left right\""
-                ))
-            })?;
-            merges.push((a.to_string(), b.to_string()));
-        }
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .ignore_merges(spec.ignore_merges)
-            .build()
-            .map_err(|e| {
-                bad_merge(&p.tokens, &types, &p.merges)
-                    .unwrap_or_else(|| tok_err("building BPE", e))
-            })?;
-
+        let (bpe, not_bpe) = build_bpe(&p.tokens, &types, &p.merges, spec.ignore_merges)?;
         let pre_tok = build_pre_tokenizer(&spec)?;
-
-        let mut piece_data = Vec::with_capacity(n * 8);
-        let mut piece_off = Vec::with_capacity(n + 1);
-        piece_off.push(0u32);
-        for (t, &ty) in p.tokens.iter().zip(&types) {
-            if in_bpe(ty) {
-                bytes::decode_byte_level(t, &mut piece_data);
-            } else {
-                // Specials and user-defined tokens are stored as plain text.
-                piece_data.extend_from_slice(t.as_bytes());
-            }
-            let off = u32::try_from(piece_data.len())
-                .map_err(|_| Error::Tokenizer("vocabulary text over 4 GiB".into()))?;
-            piece_off.push(off);
-        }
-
-        let mut specials: Vec<u32> = (0..n as u32)
-            .filter(|&i| {
-                matches!(
-                    types[i as usize],
-                    tt::CONTROL | tt::USER_DEFINED | tt::UNKNOWN
-                )
-            })
-            .filter(|&i| !p.tokens[i as usize].is_empty())
-            .collect();
-        specials.sort_by_key(|&i| (std::cmp::Reverse(p.tokens[i as usize].len()), i));
-
+        let (piece_data, piece_off) = pieces(&p.tokens, &types)?;
+        let specials = specials_longest_first(&p.tokens, &types);
         let mut eog = Vec::new();
         for id in [p.eos, p.eot, p.eom].into_iter().flatten() {
             if !eog.contains(&id) {

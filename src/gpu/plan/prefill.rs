@@ -356,9 +356,16 @@ struct Uniforms {
 }
 
 impl Uniforms {
-    /// For chunks of `u` tokens with `n_assign` expert assignments.
-    fn new(gpu: &Gpu, c: &Config, u: usize, n_assign: u32, max_tiles: u32) -> Uniforms {
-        let n_used = n_assign as usize / u.max(1);
+    /// For chunks of `u` tokens, `n_used` expert assignments each
+    /// (`n_assign` in all).
+    fn new(
+        gpu: &Gpu,
+        c: &Config,
+        u: usize,
+        n_used: usize,
+        n_assign: u32,
+        max_tiles: u32,
+    ) -> Uniforms {
         let norm = |n: usize| {
             gpu.uniform(
                 "pf.rms_norm",
@@ -416,7 +423,7 @@ pub fn build(
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32);
     let a = Acts::new(gpu, c, u, n_used)?;
-    let p = Uniforms::new(gpu, c, u, n_assign, max_tiles);
+    let p = Uniforms::new(gpu, c, u, n_used, n_assign, max_tiles);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
     let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(MATMUL_TILE as usize)])?;
