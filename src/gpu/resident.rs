@@ -27,19 +27,22 @@ pub struct GateUpDown {
     pub down: Matrix,
 }
 
+/// A MoE block's feed-forward weights.
+pub struct MoeWeights {
+    pub gate_inp: Matrix,
+    /// Selection bias, if the model has one.
+    pub exp_probs_b: Option<wgpu::Buffer>,
+    /// Every expert's gate and up, merged (`Matrix::gate_up`).
+    pub gate_up_exps: Matrix,
+    pub down_exps: Matrix,
+    pub shared: Option<GateUpDown>,
+}
+
 // One per layer: the size difference between variants costs nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum FfnWeights {
     Dense(GateUpDown),
-    Moe {
-        gate_inp: Matrix,
-        /// Selection bias, if the model has one.
-        exp_probs_b: Option<wgpu::Buffer>,
-        /// Every expert's gate and up, merged (`Matrix::gate_up`).
-        gate_up_exps: Matrix,
-        down_exps: Matrix,
-        shared: Option<GateUpDown>,
-    },
+    Moe(MoeWeights),
 }
 
 pub struct LayerWeights {
@@ -99,7 +102,7 @@ impl ResidentWeights {
                     gate_up_exps,
                     down_exps,
                     shared,
-                } => FfnWeights::Moe {
+                } => FfnWeights::Moe(MoeWeights {
                     gate_inp: up.matrix(gate_inp)?,
                     exp_probs_b: match exp_probs_b {
                         Some(t) => Some(up.vector(t)?),
@@ -123,7 +126,7 @@ impl ResidentWeights {
                         }),
                         None => None,
                     },
-                },
+                }),
             };
             layers.push(LayerWeights {
                 attn_norm: up.vector(&lw.attn_norm)?,
@@ -156,15 +159,9 @@ impl ResidentWeights {
             out.extend([&l.kv_a_mqa, &l.k_b, &l.v_b, &l.attn_output]);
             match &l.ffn {
                 FfnWeights::Dense(d) => out.extend([&d.gate_up, &d.down]),
-                FfnWeights::Moe {
-                    gate_inp,
-                    gate_up_exps,
-                    down_exps,
-                    shared,
-                    ..
-                } => {
-                    out.extend([gate_inp, gate_up_exps, down_exps]);
-                    if let Some(s) = shared {
+                FfnWeights::Moe(m) => {
+                    out.extend([&m.gate_inp, &m.gate_up_exps, &m.down_exps]);
+                    if let Some(s) = &m.shared {
                         out.extend([&s.gate_up, &s.down]);
                     }
                 }

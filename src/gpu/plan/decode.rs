@@ -8,7 +8,9 @@ use crate::error::Result;
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{self, Dispatch, MatvecMode};
-use crate::gpu::resident::{FfnWeights, GateUpDown, LayerWeights, QWeights, ResidentWeights};
+use crate::gpu::resident::{
+    FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
+};
 use crate::model::{Config, Model};
 
 /// Buffers every layer writes and reads again, and the layers' uniforms.
@@ -114,7 +116,7 @@ pub fn build(
         let ffn_start = l.b.out.len();
         match &lw.ffn {
             FfnWeights::Dense(d) => l.dense_ffn(lw, d)?,
-            FfnWeights::Moe { .. } => l.moe_ffn(il, lw)?,
+            FfnWeights::Moe(m) => l.moe_ffn(il, lw, m)?,
         }
         blocks.push(BlockRange {
             layer: il,
@@ -292,17 +294,14 @@ impl Lowering<'_> {
     /// (writes the normed h), routed gate+up ∥ shared down (into its own
     /// buffer), then the routed down adds the shared output and the
     /// residual.
-    fn moe_ffn(&mut self, il: usize, lw: &LayerWeights) -> Result<()> {
-        let FfnWeights::Moe {
+    fn moe_ffn(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
+        let MoeWeights {
             gate_inp,
             exp_probs_b,
             gate_up_exps,
             down_exps,
             shared,
-        } = &lw.ffn
-        else {
-            return Ok(());
-        };
+        } = m;
         let (c, s) = (self.c, &self.s);
         let b = &mut self.b;
         let (_, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();

@@ -18,7 +18,9 @@ use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{self, Dispatch, MATMUL_ROWS, MATMUL_TILE};
-use crate::gpu::resident::{FfnWeights, GateUpDown, LayerWeights, QWeights, ResidentWeights};
+use crate::gpu::resident::{
+    FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
+};
 use crate::gpu::weights::Matrix;
 use crate::model::{Config, Model};
 
@@ -455,7 +457,7 @@ pub fn build(
         )?;
         match &lw.ffn {
             FfnWeights::Dense(d) => b.ffn(&a, d, c.n_embd, c.n_ff)?,
-            FfnWeights::Moe { .. } => b.moe(c, &a, &p, il, lw, n_used)?,
+            FfnWeights::Moe(m) => b.moe(c, &a, &p, il, lw, m)?,
         }
     }
     let ops = b.ops;
@@ -559,18 +561,16 @@ impl Builder<'_> {
         p: &Uniforms,
         il: usize,
         lw: &LayerWeights,
-        n_used: usize,
+        m: &MoeWeights,
     ) -> Result<()> {
-        let FfnWeights::Moe {
+        let n_used = c.n_expert_used.max(1);
+        let MoeWeights {
             gate_inp,
             exp_probs_b,
             gate_up_exps,
             down_exps,
             shared,
-        } = &lw.ffn
-        else {
-            return Ok(());
-        };
+        } = m;
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_ff) = (c.n_embd, c.n_ff_exp);
         self.matmul(gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))?;
