@@ -6,6 +6,7 @@
 //! Everything here measures; nothing asserts a speed.
 
 pub mod block;
+pub mod floor;
 pub mod model;
 
 use std::time::Instant;
@@ -104,6 +105,8 @@ pub struct MicroReport {
     pub read_gb_s: f64,
     pub layer: usize,
     pub rows: Vec<MicroRow>,
+    /// Cost of a dependent dispatch before its work (`floor`).
+    pub floor: Option<Vec<floor::FloorRow>>,
 }
 
 /// Attainable read bandwidth in GB/s: `read_bandwidth.wgsl` over a large
@@ -175,6 +178,7 @@ pub fn micro(
     contexts: &[usize],
 ) -> Result<MicroReport> {
     let read_gb_s = read_bandwidth(e.gpu)?;
+    let floor = floor::dispatch_floor(e.gpu)?;
     let blocks = e.blocks().to_vec();
     let b = match layer {
         Some(l) => blocks.get(l).cloned(),
@@ -225,5 +229,6 @@ pub fn micro(
         read_gb_s,
         layer: b.layer,
         rows,
+        floor,
     })
 }

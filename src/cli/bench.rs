@@ -602,9 +602,42 @@ fn micro_tier(
             ("of_read", Json::num(m.of_read)),
         ]));
     }
+    let floor = floor_lines(r.floor.as_deref().unwrap_or(&[]), text);
     Ok(vec![
         ("read_gb_s", Json::num(r.read_gb_s)),
         ("layer", Json::num(r.layer as f64)),
         ("kernels", Json::Arr(rows)),
+        ("dispatch_floor", floor),
     ])
+}
+
+/// The dispatch-floor chains, as text lines and JSON rows.
+fn floor_lines(rows: &[bench::floor::FloorRow], text: &mut Vec<String>) -> Json {
+    if rows.is_empty() {
+        return Json::Null;
+    }
+    text.push("dependent dispatch floor (chains of one kernel):".into());
+    text.push(format!(
+        "  {:<12} {:>10} {:>8} {:>8} {:>10}",
+        "work", "workgroups", "MB", "barrier", "us/disp"
+    ));
+    let mut out = Vec::new();
+    for f in rows {
+        text.push(format!(
+            "  {:<12} {:>10} {:>8.1} {:>8} {:>10.2}",
+            f.what,
+            f.workgroups,
+            f.bytes as f64 / 1e6,
+            if f.barrier { "yes" } else { "no" },
+            f.us_per_dispatch
+        ));
+        out.push(Json::obj(vec![
+            ("work", Json::str(f.what.clone())),
+            ("workgroups", Json::num(f.workgroups as f64)),
+            ("bytes", Json::num(f.bytes as f64)),
+            ("barrier", Json::Bool(f.barrier)),
+            ("us_per_dispatch", Json::num(f.us_per_dispatch)),
+        ]));
+    }
+    Json::Arr(out)
 }

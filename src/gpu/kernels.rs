@@ -153,6 +153,22 @@ pub fn source(kernel: Kernel, variant: Variant) -> String {
     s
 }
 
+/// The checks naga adds to every kernel. Buffer bounds checks stay (an
+/// out-of-range index reads zero or a clamped element, never another
+/// buffer, on backends without robust access). Two go, because every
+/// loop and index in our kernels is bounded by host-validated params:
+/// `force_loop_bounding` (a second counter and exit test in every loop,
+/// against shaders that spin forever) and `int_div_checks` (a select
+/// around each `/` and `%`; every divisor is a validated non-zero size).
+/// Together they cost decode 9% at depth 0 and 13% at 4096 on an H100
+/// (docs/perf-journal.md, 2026-11-23 session 5).
+const RUNTIME_CHECKS: wgpu::ShaderRuntimeChecks = wgpu::ShaderRuntimeChecks {
+    bounds_checks: true,
+    force_loop_bounding: false,
+    int_div_checks: false,
+    ..wgpu::ShaderRuntimeChecks::checked()
+};
+
 /// Override values for one pipeline, e.g. `[("MODE", 1.0), ("TPR", 8.0)]`.
 pub type Consts<'a> = &'a [(&'static str, f64)];
 
@@ -250,12 +266,17 @@ impl Pipelines {
         }
         let label = format!("{}.{}", k.name(), self.variant.name());
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = gpu
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&label),
-                source: wgpu::ShaderSource::Wgsl(source(k, self.variant).into()),
-            });
+        // SAFETY: the kernels are ours, compiled into the binary and
+        // checked by build.rs, not text from a web page (`RUNTIME_CHECKS`).
+        let module = unsafe {
+            gpu.device.create_shader_module_trusted(
+                wgpu::ShaderModuleDescriptor {
+                    label: Some(&label),
+                    source: wgpu::ShaderSource::Wgsl(source(k, self.variant).into()),
+                },
+                RUNTIME_CHECKS,
+            )
+        };
         let layout = gpu
             .device
             .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
