@@ -13,10 +13,13 @@
 // MODE > 0. The host may bind a buffer that the next dispatch reads at an
 // unread slot, so that its write-to-read transition (a barrier in wgpu)
 // happens here, where a barrier is due anyway (src/gpu/plan/builder.rs).
-// Dispatch: (ceil(rows / (WG / TPR)) folded into x·y past 65535, 1, slots)
-// for MODE 0 and 1; z = 1 for MODE 2.
-// Each workgroup owns WG / TPR rows; TPR consecutive invocations share a row
-// and stride over its units, then seg_sum combines their partial sums.
+// Dispatch: (ceil(rows / rows per workgroup) folded into x·y past 65535, 1,
+// slots) for MODE 0 and 1; z = 1 for MODE 2.
+// TPR consecutive invocations form a group that strides over the units of
+// its rows, then seg_sum combines their partial sums. A group owns one row
+// in MODE 1 (its gate and up rows) and two adjacent rows in MODE 0 and 2,
+// so each x load feeds two rows: a workgroup owns WG / TPR rows in MODE 1
+// and 2 · WG / TPR otherwise (ops::matvec_rows_per_workgroup).
 //
 // Overrides select the mode at pipeline creation:
 //   MODE 0: y[y_off + z·y_stride + r] = W_z[r] · x[z·x_stride ..]   (z = batch slot)
@@ -104,12 +107,31 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-// Partial dot of row r of matrix m with x from vec4 `xo`: the units t, t+TPR, …
-fn row_part(m: u32, r: u32, xo: u32, t: u32) -> f32 {
-    let base = m * p.mat_units + r * p.units;
-    var acc = 0.0;
+// Partial dots of rows r and r + 1 of matrix m (MODE 0 and 2) with x from
+// vec4 `xo` over the units t, t+TPR, …: each x vec4 is read once for both
+// rows. Without `second` (r is the last row) row r is read twice instead,
+// so no load leaves the matrix.
+fn rows_part(m: u32, r: u32, xo: u32, t: u32, second: bool) -> vec2<f32> {
+    let b0 = m * p.mat_units + r * p.units;
+    let b1 = select(b0, b0 + p.units, second);
+    var acc = vec2<f32>(0.0);
     for (var u = t; u < p.units; u += TPR) {
-        acc += unit_dot(base + u, xo + u * 8u);
+        let w0 = unit_load(b0 + u);
+        let w1 = unit_load(b1 + u);
+        let o = xo + u * 8u;
+        let v0 = xv(o);
+        let v1 = xv(o + 1u);
+        let v2 = xv(o + 2u);
+        let v3 = xv(o + 3u);
+        let v4 = xv(o + 4u);
+        let v5 = xv(o + 5u);
+        let v6 = xv(o + 6u);
+        let v7 = xv(o + 7u);
+        acc += vec2<f32>(
+            dot(w0[0], v0) + dot(w0[1], v1) + dot(w0[2], v2) + dot(w0[3], v3)
+                + dot(w0[4], v4) + dot(w0[5], v5) + dot(w0[6], v6) + dot(w0[7], v7),
+            dot(w1[0], v0) + dot(w1[1], v1) + dot(w1[2], v2) + dot(w1[3], v3)
+                + dot(w1[4], v4) + dot(w1[5], v5) + dot(w1[6], v6) + dot(w1[7], v7));
     }
     return acc;
 }
@@ -202,25 +224,17 @@ fn silu(v: f32) -> f32 {
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let r = (wid.y * nwg.x + wid.x) * (WG / TPR) + ids.lid / TPR;
+    let group = (wid.y * nwg.x + wid.x) * (WG / TPR) + ids.lid / TPR;
     let t = ids.lid % TPR;
     let z = wid.z;
-    let live = r < p.rows;
 
     if COMBINE {
         merge_splits(z, ids);
     }
 
-    var out = 0.0;
-    var idx = 0u;
-    if MODE == 0u {
-        var a = 0.0;
-        if live {
-            a = row_part(z, r, select(z * p.x_stride, 0u, COMBINE), t);
-        }
-        out = seg_sum(a, ids, TPR) * norm_scale(ids);
-        idx = p.y_off + z * p.y_stride + r;
-    } else if MODE == 1u {
+    if MODE == 1u {
+        let r = group;
+        let live = r < p.rows;
         var a = vec2<f32>(0.0);
         if live {
             a = gate_up_part(sel[z], r, t);
@@ -228,23 +242,50 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         let scale = norm_scale(ids);
         let gate = seg_sum(a.x, ids, TPR) * scale;
         let up = seg_sum(a.y, ids, TPR) * scale;
-        out = silu(gate) * up;
-        idx = z * p.y_stride + p.y_off + r;
+        let idx = z * p.y_stride + p.y_off + r;
+        if t == 0u && live {
+            store(idx, silu(gate) * up);
+        }
+        return;
+    }
+    // MODE 0 and 2: each group of TPR invocations owns rows r and r + 1.
+    let r = 2u * group;
+    let live = r < p.rows;
+    let second = r + 1u < p.rows;
+    var a = vec2<f32>(0.0);
+    var idx = 0u;
+    if MODE == 0u {
+        if live {
+            a = rows_part(z, r, select(z * p.x_stride, 0u, COMBINE), t, second);
+        }
+        let scale = norm_scale(ids);
+        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR)) * scale;
+        idx = p.y_off + z * p.y_stride + r;
     } else {
-        var a = 0.0;
         if live {
             for (var k = 0u; k < p.n_slot; k++) {
-                a += sel_w[k] * row_part(sel[k], r, k * p.x_stride, t);
+                a += sel_w[k] * rows_part(sel[k], r, k * p.x_stride, t, second);
             }
         }
         idx = p.y_off + r;
-        out = seg_sum(a, ids, TPR) + g[idx / 4u][idx % 4u];
+        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR));
+        a.x += g[idx / 4u][idx % 4u];
+        if second {
+            a.y += g[(idx + 1u) / 4u][(idx + 1u) % 4u];
+        }
     }
     if t == 0u && live {
-        if ACCUM {
-            y[idx] += out;
-        } else {
-            y[idx] = out;
+        store(idx, a.x);
+        if second {
+            store(idx + 1u, a.y);
         }
+    }
+}
+
+fn store(idx: u32, v: f32) {
+    if ACCUM {
+        y[idx] += v;
+    } else {
+        y[idx] = v;
     }
 }

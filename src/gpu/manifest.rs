@@ -14,8 +14,7 @@ const MATVEC_OVERRIDES: &[(&str, &[f64])] = &[
     ("MODE", &[0.0, 1.0, 2.0]),
     ("NORM", &[0.0, 1.0]),
     ("ACCUM", &[0.0, 1.0]),
-    // 2 only for COMBINE (ops::matvec)
-    ("TPR", &[2.0, 4.0, 8.0, 16.0, 32.0]),
+    ("TPR", &[4.0, 8.0, 16.0, 32.0]),
     ("COMBINE", &[0.0, 1.0]),
 ];
 
