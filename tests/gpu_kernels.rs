@@ -8,7 +8,10 @@
 
 mod common;
 
-use glmw::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
+use glmw::gpu::ops::{
+    self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSide, MatvecSpec,
+    RmsNormBindings,
+};
 use glmw::gpu::{repack, Format, Kernel};
 use glmw::reference::ops as cpu;
 
@@ -67,15 +70,13 @@ fn rms_norm_matches_reference() {
             let yb = gpu
                 .storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]))
                 .unwrap();
-            let bufs = [&pb, &xb, &gb, &yb];
-            let d = Dispatch::new(
-                gpu,
-                pipes,
-                Kernel::RmsNorm,
-                &[],
-                &bufs,
-                ops::grid(rows as u32),
-            );
+            let bufs = RmsNormBindings {
+                p: &pb,
+                x: &xb,
+                g: &gb,
+                y: &yb,
+            };
+            let d = Dispatch::new(gpu, pipes, Kernel::RmsNorm, &bufs, ops::grid(rows as u32));
             ops::run(gpu, &[d.unwrap()]).unwrap();
             let y = gpu.read_f32(&yb, n * rows + TAIL).unwrap();
             assert!(
@@ -258,9 +259,7 @@ fn check(c: &Case, seed: u64) -> f64 {
     };
     let spec = MatvecSpec {
         format: c.fmt,
-        combine: false,
         mode: c.mode,
-        norm: c.norm,
         accum: c.accum,
         params,
         slots: c.slots as u32,
@@ -276,7 +275,11 @@ fn check(c: &Case, seed: u64) -> f64 {
         let bufs = MatvecBuffers {
             params: &pb,
             x: &xb,
-            g: &gb,
+            g: match (c.norm, c.mode) {
+                (true, _) => MatvecSide::Norm(&gb),
+                (false, MatvecMode::WeightedSum) => MatvecSide::Add(&gb),
+                (false, _) => MatvecSide::Unread(&gb),
+            },
             y: &yb,
             sel: &sb,
             sel_w: &swb,

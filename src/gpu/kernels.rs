@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::context::{Caps, Gpu, Variant};
-use super::manifest::{KernelDef, KERNELS};
 use crate::error::{Error, Result};
 
 /// Weight formats the matvec kernels read.
@@ -22,24 +21,6 @@ pub enum Format {
     Q6K,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    RmsNorm,
-    Matvec(Format),
-    Matmul(Format),
-    /// Token embedding gather (shaders/embed.wgsl).
-    Embed(Format),
-    MoeGroup,
-    MoeSum,
-    KvAppend,
-    Attention,
-    /// Short-context decode attention (shaders/attention_head.wgsl).
-    AttentionHead,
-    Router,
-    TopK,
-    ReadBandwidth,
-}
-
 /// How a binding is declared in the shader (and so the state wgpu tracks
 /// for the bound buffer: `gpu::barriers`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,89 +30,107 @@ pub enum Bind {
     Write,
 }
 
-impl Kernel {
+/// One binding of a kernel, as its WGSL declares it.
+#[derive(Debug)]
+pub struct BindingInfo {
+    pub slot: u32,
+    pub name: &'static str,
+    pub bind: Bind,
+    /// The part that declares it (0: the kernel's own file; else a weight
+    /// format's, bound through `Bindings::weights`).
+    pub part: usize,
+}
+
+/// A member of a WGSL struct the host writes.
+#[derive(Debug)]
+pub struct Member {
+    pub name: &'static str,
+    pub offset: u32,
+    pub size: u32,
+}
+
+/// The WGSL layout of a struct the host writes (build.rs checks its Rust
+/// mirror against it at compile time).
+#[derive(Debug)]
+pub struct Layout {
+    pub wgsl: &'static str,
+    pub size: u32,
+    pub members: &'static [Member],
+}
+
+/// What build.rs read from one kernel's WGSL (the generated table).
+#[derive(Debug)]
+pub struct KernelInfo {
     /// The manifest name; also the pipeline label.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::RmsNorm => "rms_norm",
-            Kernel::Matvec(Format::F32) => "matvec_f32",
-            Kernel::Matvec(Format::Q4_0) => "matvec_q4_0",
-            Kernel::Matvec(Format::Q8_0) => "matvec_q8_0",
-            Kernel::Matvec(Format::Q5K) => "matvec_q5_k",
-            Kernel::Matvec(Format::Q6K) => "matvec_q6_k",
-            Kernel::Matmul(Format::F32) => "matmul_f32",
-            Kernel::Matmul(Format::Q4_0) => "matmul_q4_0",
-            Kernel::Matmul(Format::Q8_0) => "matmul_q8_0",
-            Kernel::Matmul(Format::Q5K) => "matmul_q5_k",
-            Kernel::Matmul(Format::Q6K) => "matmul_q6_k",
-            Kernel::Embed(Format::F32) => "embed_f32",
-            Kernel::Embed(Format::Q4_0) => "embed_q4_0",
-            Kernel::Embed(Format::Q8_0) => "embed_q8_0",
-            Kernel::Embed(Format::Q5K) => "embed_q5_k",
-            Kernel::Embed(Format::Q6K) => "embed_q6_k",
-            Kernel::MoeGroup => "moe_group",
-            Kernel::MoeSum => "moe_sum",
-            Kernel::KvAppend => "kv_append",
-            Kernel::Attention => "attention",
-            Kernel::AttentionHead => "attention_head",
-            Kernel::Router => "router",
-            Kernel::TopK => "topk",
-            Kernel::ReadBandwidth => "read_bandwidth",
-        }
-    }
+    pub name: &'static str,
+    /// (file, text) of each WGSL part, in order.
+    pub parts: &'static [(&'static str, &'static str)],
+    /// In slot order.
+    pub bindings: &'static [BindingInfo],
+    /// Every value each host-set override may take (build.rs translated
+    /// every combination).
+    pub overrides: &'static [(&'static str, &'static [f64])],
+    pub structs: &'static [Layout],
+}
 
-    fn def(self) -> &'static KernelDef {
-        let name = self.name();
-        KERNELS
-            .iter()
-            .find(|k| k.name == name)
-            .expect("every Kernel is in the manifest")
-    }
-
-    /// Each binding's declaration, in binding order.
-    pub fn bindings(self) -> &'static [Bind] {
-        use Bind::{Read as R, Uniform as U, Write as W};
-        match self {
-            Kernel::RmsNorm => &[U, R, R, W],
-            Kernel::Matvec(Format::Q4_0 | Format::Q8_0) => &[U, R, R, W, R, R, R, R],
-            Kernel::Matvec(Format::F32 | Format::Q5K | Format::Q6K) => &[U, R, R, W, R, R, R],
-            // binding 5 is unused: the format files bind 6 and 7
-            Kernel::Matmul(Format::Q4_0 | Format::Q8_0) => &[U, R, W, R, R, R, R, R],
-            Kernel::Matmul(Format::F32 | Format::Q5K | Format::Q6K) => &[U, R, W, R, R, R, R],
-            Kernel::Embed(Format::Q4_0 | Format::Q8_0) => &[U, R, W, R, R, R, R, R],
-            Kernel::Embed(Format::F32 | Format::Q5K | Format::Q6K) => &[U, R, W, R, R, R, R],
-            Kernel::MoeGroup => &[U, R, W, W],
-            Kernel::MoeSum => &[U, R, R, W],
-            Kernel::KvAppend => &[U, R, R, R, W],
-            Kernel::Attention | Kernel::AttentionHead => &[U, R, R, R, R, W, W],
-            Kernel::Router => &[U, R, R, R, R, W, W, W],
-            Kernel::TopK => &[U, R, R, W, W],
-            Kernel::ReadBandwidth => &[U, R, W],
-        }
+/// A kernel's buffers by the names its WGSL gives them: the generated
+/// `XxxBindings` structs, one per kernel file.
+pub trait Bindings {
+    /// The kernel's own WGSL file (the kernels these bindings fit).
+    fn source(&self) -> &'static str;
+    /// That file's bindings as (slot, buffer).
+    fn named(&self) -> Vec<(u32, &wgpu::Buffer)>;
+    /// The weight format file's bindings, in slot order.
+    fn weights(&self) -> &[wgpu::Buffer] {
+        &[]
     }
 }
 
-fn file(name: &str) -> &'static str {
-    match name {
-        "rms_norm.wgsl" => include_str!("../../shaders/rms_norm.wgsl"),
-        "matvec.wgsl" => include_str!("../../shaders/matvec.wgsl"),
-        "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
-        "embed.wgsl" => include_str!("../../shaders/embed.wgsl"),
-        "moe_group.wgsl" => include_str!("../../shaders/moe_group.wgsl"),
-        "moe_sum.wgsl" => include_str!("../../shaders/moe_sum.wgsl"),
-        "f32.wgsl" => include_str!("../../shaders/f32.wgsl"),
-        "q4_0.wgsl" => include_str!("../../shaders/q4_0.wgsl"),
-        "q8_0.wgsl" => include_str!("../../shaders/q8_0.wgsl"),
-        "q5_k.wgsl" => include_str!("../../shaders/q5_k.wgsl"),
-        "q6_k.wgsl" => include_str!("../../shaders/q6_k.wgsl"),
-        "kv_append.wgsl" => include_str!("../../shaders/kv_append.wgsl"),
-        "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
-        "attention_head.wgsl" => include_str!("../../shaders/attention_head.wgsl"),
-        "step.wgsl" => include_str!("../../shaders/step.wgsl"),
-        "router.wgsl" => include_str!("../../shaders/router.wgsl"),
-        "topk.wgsl" => include_str!("../../shaders/topk.wgsl"),
-        "read_bandwidth.wgsl" => include_str!("../../shaders/read_bandwidth.wgsl"),
-        other => unreachable!("manifest names unknown shader {other}"),
+/// A kernel's host-set override values: the generated `XxxOverrides`
+/// structs, one per kernel file that has overrides.
+pub trait Overrides {
+    fn source(&self) -> &'static str;
+    fn constants(&self) -> Vec<(&'static str, f64)>;
+}
+
+include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));
+
+impl Kernel {
+    /// The manifest name; also the pipeline label.
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// Each binding's declaration, in slot order.
+    pub fn bindings(self) -> impl Iterator<Item = Bind> {
+        self.info().bindings.iter().map(|b| b.bind)
+    }
+
+    /// The buffers of `b` with their declarations, in slot order, or why
+    /// they do not fit this kernel.
+    pub fn bind<'a>(self, b: &'a dyn Bindings) -> Result<Vec<(u32, &'a wgpu::Buffer, Bind)>> {
+        let info = self.info();
+        let own = info.parts[0].0;
+        let internal = |why: String| Error::Gpu(format!("internal: {}: {why}", info.name));
+        if b.source() != own {
+            return Err(internal(format!("bindings of {} given", b.source())));
+        }
+        let format_slots = info.bindings.iter().filter(|x| x.part > 0).map(|x| x.slot);
+        if format_slots.clone().count() != b.weights().len() {
+            return Err(internal(format!(
+                "{} weight arrays given, the format binds {}",
+                b.weights().len(),
+                format_slots.count()
+            )));
+        }
+        let mut bufs = b.named();
+        bufs.extend(format_slots.zip(b.weights()));
+        bufs.sort_by_key(|x| x.0);
+        Ok(bufs
+            .into_iter()
+            .zip(info.bindings)
+            .map(|((slot, buf), decl)| (slot, buf, decl.bind))
+            .collect())
     }
 }
 
@@ -145,16 +144,13 @@ fn prelude(v: Variant) -> &'static str {
 /// The WGSL text compiled for `kernel` in `variant`.
 pub fn source(kernel: Kernel, variant: Variant) -> String {
     let mut s = String::new();
-    for part in kernel.def().parts {
-        s.push_str(file(part));
+    for (_, text) in kernel.info().parts {
+        s.push_str(text);
         s.push('\n');
     }
     s.push_str(prelude(variant));
     s
 }
-
-/// Override values for one pipeline, e.g. `[("MODE", 1.0), ("TPR", 8.0)]`.
-pub type Consts<'a> = &'a [(&'static str, f64)];
 
 type Key = (Kernel, Vec<(&'static str, u64)>);
 
@@ -168,42 +164,16 @@ pub struct Pipelines {
 impl Pipelines {
     pub fn new(gpu: &Gpu, caps: &Caps) -> Result<Pipelines> {
         let mut layouts = HashMap::new();
-        let kernels = [
-            Kernel::RmsNorm,
-            Kernel::Matvec(Format::F32),
-            Kernel::Matvec(Format::Q4_0),
-            Kernel::Matvec(Format::Q8_0),
-            Kernel::Matvec(Format::Q5K),
-            Kernel::Matvec(Format::Q6K),
-            Kernel::Matmul(Format::F32),
-            Kernel::Matmul(Format::Q4_0),
-            Kernel::Matmul(Format::Q8_0),
-            Kernel::Matmul(Format::Q5K),
-            Kernel::Matmul(Format::Q6K),
-            Kernel::Embed(Format::F32),
-            Kernel::Embed(Format::Q4_0),
-            Kernel::Embed(Format::Q8_0),
-            Kernel::Embed(Format::Q5K),
-            Kernel::Embed(Format::Q6K),
-            Kernel::MoeGroup,
-            Kernel::MoeSum,
-            Kernel::KvAppend,
-            Kernel::Attention,
-            Kernel::AttentionHead,
-            Kernel::Router,
-            Kernel::TopK,
-            Kernel::ReadBandwidth,
-        ];
-        for k in kernels {
+        for k in Kernel::ALL {
             let entries: Vec<wgpu::BindGroupLayoutEntry> = k
-                .bindings()
+                .info()
+                .bindings
                 .iter()
-                .enumerate()
-                .map(|(i, b)| wgpu::BindGroupLayoutEntry {
-                    binding: i as u32,
+                .map(|b| wgpu::BindGroupLayoutEntry {
+                    binding: b.slot,
                     visibility: wgpu::ShaderStages::COMPUTE,
                     ty: wgpu::BindingType::Buffer {
-                        ty: match b {
+                        ty: match b.bind {
                             Bind::Uniform => wgpu::BufferBindingType::Uniform,
                             Bind::Read => wgpu::BufferBindingType::Storage { read_only: true },
                             Bind::Write => wgpu::BufferBindingType::Storage { read_only: false },
@@ -233,20 +203,20 @@ impl Pipelines {
         &self.layouts[&k]
     }
 
-    /// The pipeline of `k` with override values `consts`, built on first use.
-    pub fn get(&self, gpu: &Gpu, k: Kernel, consts: Consts<'_>) -> Result<wgpu::ComputePipeline> {
+    /// The pipeline of `k` with the override values `o` (the WGSL
+    /// defaults where `None`), built on first use.
+    pub fn get(
+        &self,
+        gpu: &Gpu,
+        k: Kernel,
+        o: Option<&dyn Overrides>,
+    ) -> Result<wgpu::ComputePipeline> {
+        let consts = constants(k, o)?;
+        let consts = consts.as_slice();
         let key: Key = (k, consts.iter().map(|(n, v)| (*n, v.to_bits())).collect());
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = built.get(&key) {
             return Ok(p.clone());
-        }
-        for (name, v) in consts {
-            let allowed = k.def().overrides.iter().find(|(n, _)| n == name);
-            assert!(
-                allowed.is_some_and(|(_, vals)| vals.contains(v)),
-                "{}: override {name}={v} is not in the manifest, so build.rs never checked it",
-                k.name()
-            );
         }
         let label = format!("{}.{}", k.name(), self.variant.name());
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -287,4 +257,27 @@ impl Pipelines {
         built.insert(key, pipe.clone());
         Ok(pipe)
     }
+}
+
+/// The override values `o` gives `k`, each one build.rs translated.
+fn constants(k: Kernel, o: Option<&dyn Overrides>) -> Result<Vec<(&'static str, f64)>> {
+    let info = k.info();
+    let internal = |why: String| Err(Error::Gpu(format!("internal: {}: {why}", info.name)));
+    let consts = match o {
+        None if info.overrides.is_empty() => return Ok(Vec::new()),
+        None => return internal("its overrides must be given".into()),
+        Some(o) if o.source() != info.parts[0].0 => {
+            return internal(format!("overrides of {} given", o.source()))
+        }
+        Some(o) => o.constants(),
+    };
+    for (name, v) in &consts {
+        let allowed = info.overrides.iter().find(|(n, _)| n == name);
+        if !allowed.is_some_and(|(_, vals)| vals.contains(v)) {
+            return internal(format!(
+                "override {name}={v} is not in build/manifest.rs, so build.rs never checked it"
+            ));
+        }
+    }
+    Ok(consts)
 }
