@@ -71,24 +71,17 @@ impl<'a> Source<'a> {
         format!("{place} (kernel {})", self.k.name)
     }
 
-    /// Parse (keeping `///` comments: mirrored constants are marked in
-    /// them) and validate with the prelude's capabilities.
+    /// Parse and validate with the prelude's capabilities.
     pub fn parse(&self) -> Result<(naga::Module, ModuleInfo), String> {
         let name = self.k.name;
-        let options = naga::front::wgsl::Options {
-            parse_doc_comments: true,
-            capabilities: Capabilities::all(),
-        };
-        let module = naga::front::wgsl::Frontend::new_with_options(options)
-            .parse(&self.text)
-            .map_err(|e| {
-                format!(
-                    "{}: error: {}\n{}",
-                    self.error_at(e.location(&self.text).map(|l| l.line_number)),
-                    e.message(),
-                    e.emit_to_string_with_path(&self.text, name)
-                )
-            })?;
+        let module = naga::front::wgsl::parse_str(&self.text).map_err(|e| {
+            format!(
+                "{}: error: {}\n{}",
+                self.error_at(e.location(&self.text).map(|l| l.line_number)),
+                e.message(),
+                e.emit_to_string_with_path(&self.text, name)
+            )
+        })?;
         let info = Validator::new(ValidationFlags::all(), self.prelude.caps)
             .validate(&module)
             .map_err(|e| {

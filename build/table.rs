@@ -233,20 +233,36 @@ fn layout(src: &Source, module: &Module, wgsl: &str, rust: &str) -> Result<Layou
 }
 
 /// Constants whose doc comment has a line `host: PATH` (PATH under
-/// `crate::`), with their values.
+/// `crate::`), with their values. (Read from the text: naga drops the doc
+/// comment of a file's first declaration.)
 fn mirrors(src: &Source, module: &Module) -> Result<Vec<Mirror>, String> {
-    let Some(docs) = &module.doc_comments else {
-        return Ok(Vec::new());
-    };
     let mut out = Vec::new();
-    for (&h, lines) in &docs.constants {
-        let Some(rust) = lines
-            .iter()
-            .find_map(|l| l.trim_start_matches('/').trim().strip_prefix("host:"))
-        else {
+    let mut pending: Option<&str> = None;
+    for line in src.text.lines() {
+        let line = line.trim();
+        if let Some(path) = line.strip_prefix("/// host:") {
+            pending = Some(path.trim().trim_end_matches('.'));
             continue;
+        }
+        if line.starts_with("///") {
+            continue;
+        }
+        let Some(rust) = pending.take() else { continue };
+        let name = line
+            .strip_prefix("const ")
+            .and_then(|l| l.split(|c: char| c == ':' || c == '=' || c == ' ').next());
+        let found = name.and_then(|n| {
+            module
+                .constants
+                .iter()
+                .find(|(_, c)| c.name.as_deref() == Some(n))
+        });
+        let Some((h, c)) = found else {
+            return Err(format!(
+                "kernel {}: error: `/// host: {rust}` must precede a `const` declaration, not `{line}`",
+                src.k.name
+            ));
         };
-        let c = &module.constants[h];
         let at = src.at(module.constants.get_span(h));
         let value = match module.global_expressions[c.init] {
             Expression::Literal(Literal::U32(v)) => v.to_string(),
@@ -261,7 +277,7 @@ fn mirrors(src: &Source, module: &Module) -> Result<Vec<Mirror>, String> {
         out.push(Mirror {
             wgsl: c.name.clone().unwrap_or_default(),
             value,
-            rust: rust.trim().trim_end_matches('.').to_string(),
+            rust: rust.to_string(),
             at,
         });
     }

@@ -1,7 +1,10 @@
-//! Host side of each kernel: its `#[repr(C)]` params struct (mirrored field
-//! for field by the WGSL `struct Params`) and a constructor for its
-//! `Dispatch` — pipeline, bind group and workgroup count, built once and
-//! replayed into a compute pass as often as needed.
+//! Host side of each kernel: its `#[repr(C)]` params struct (the WGSL
+//! `struct Params` field for field: build.rs checks offsets, types and size
+//! at compile time) and a constructor for its `Dispatch` — pipeline, bind
+//! group and workgroup count, built once and replayed into a compute pass
+//! as often as needed. The limits host and shaders share live here, each
+//! with its reason; a WGSL constant that is one of them says so
+//! (`/// host: gpu::ops::NAME`) and build.rs checks the two are equal.
 
 use super::context::Gpu;
 pub use super::kernels::{
@@ -354,7 +357,8 @@ pub fn embed(
 
 /// Rows of x per matmul tile (shaders/matmul.wgsl `TOK`).
 pub const MATMUL_TILE: u32 = 8;
-/// Weight rows per matmul workgroup (RPI · WG / TPR).
+/// Weight rows per matmul workgroup (shaders/matmul.wgsl `ROWS`: RPI · WG
+/// / TPR).
 pub const MATMUL_ROWS: u32 = 256;
 
 #[repr(C)]
@@ -447,10 +451,9 @@ impl Step {
 
 /// Most attention splits per token: one attention workgroup each (all heads
 /// of a block), so 16K positions fill ~128 SMs. The partial buffers are
-/// sized for it and attn_v_b's merge (matvec.wgsl COMBINE) holds at most
-/// 128 split weights.
+/// sized for it, and attn_v_b's merge (matvec.wgsl COMBINE) holds this
+/// many split weights in workgroup memory.
 pub const MAX_SPLITS: u32 = 128;
-const _: () = assert!(MAX_SPLITS <= 128);
 
 /// Positions per attention tile (shaders/attention.wgsl `TILE`).
 pub const ATTENTION_TILE: usize = 32;
@@ -509,12 +512,13 @@ impl AttentionParams {
 }
 
 /// Widest latent row the attention kernels hold (n_lora_kv): attention.wgsl
-/// takes it as its `N_KV` override (score loop trip count), and
-/// attention_head.wgsl stages [q_abs ‖ q_pe] of one head, (512 + 128) / 2
-/// f32 pairs, in workgroup memory (`qs`, 320).
+/// takes it as its `N_KV` override (score loop trip count; the manifest's
+/// values go up to it), attention_head.wgsl stages [q_abs ‖ q_pe] of one
+/// head in workgroup memory (`qs`), and matvec.wgsl's COMBINE merges a
+/// head's splits into a row of this width (`xs`).
 pub const MAX_LATENT: usize = 512;
-/// Widest rope part (n_embd_head_qk_rope): attention.wgsl stages 16 vec4s
-/// of roped q_pe per head (`qr`, 20 heads × 16).
+/// Widest rope part (n_embd_head_qk_rope): attention.wgsl stages the roped
+/// q_pe of its heads in workgroup memory (`qr`, MAX_ROPE / 4 vec4s a head).
 pub const MAX_ROPE: usize = 64;
 
 /// Longest context (positions attended) the decode runs attention_head.wgsl
@@ -622,7 +626,8 @@ impl RouterParams {
     }
 }
 
-/// Experts the router kernel can hold (`MAX_EXPERT` in router.wgsl).
+/// Experts the router and the prefill's grouping can hold (`MAX_EXPERT` in
+/// router.wgsl and moe_group.wgsl: per-expert arrays in workgroup memory).
 pub const ROUTER_MAX_EXPERT: usize = 512;
 
 #[repr(C)]
