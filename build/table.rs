@@ -250,7 +250,7 @@ fn mirrors(src: &Source, module: &Module) -> Result<Vec<Mirror>, String> {
         let Some(rust) = pending.take() else { continue };
         let name = line
             .strip_prefix("const ")
-            .and_then(|l| l.split(|c: char| c == ':' || c == '=' || c == ' ').next());
+            .and_then(|l| l.split([':', '=', ' ']).next());
         let found = name.and_then(|n| {
             module
                 .constants
