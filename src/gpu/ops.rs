@@ -167,7 +167,6 @@ pub struct RmsNormParams {
     pub n_rows: u32,
     pub _pad: u32,
 }
-const _: () = assert!(std::mem::size_of::<RmsNormParams>() % 16 == 0);
 
 // ---- matvec ------------------------------------------------------------
 
@@ -194,7 +193,6 @@ pub struct MatvecParams {
     pub y_off: u32,
     pub eps: f32,
 }
-const _: () = assert!(std::mem::size_of::<MatvecParams>() % 16 == 0);
 
 /// Invocations per matvec workgroup (shaders/matvec.wgsl `WG`). 128 rather
 /// than 256 gives the small decode matrices (q_a: 768 rows, kv_a: 576) twice
@@ -375,7 +373,6 @@ pub struct MatmulParams {
     pub y_off: u32,
     pub _pad: [u32; 3],
 }
-const _: () = assert!(std::mem::size_of::<MatmulParams>() % 16 == 0);
 
 /// A matmul dispatch; its workgroup count is set per chunk
 /// (`[row tiles, tiles, heads]`).
@@ -425,7 +422,6 @@ pub struct Step {
     /// (cos, sin, 0, 0) of each rope pair at `pos`.
     pub rope: [[f32; 4]; 64],
 }
-const _: () = assert!(std::mem::size_of::<Step>() == 16 + 64 * 16);
 
 impl Step {
     pub fn new(pos: usize, cos_sin: &[(f32, f32)]) -> Step {
