@@ -5,7 +5,7 @@
 //! the token any kernel change can win and how much only fewer levels can.
 
 use crate::error::Result;
-use crate::gpu::ops::Dispatch;
+use crate::gpu::ops::{Dispatch, ReadBandwidthBindings};
 use crate::gpu::profile::Timer;
 use crate::gpu::{Gpu, Kernel, Pipelines};
 
@@ -88,14 +88,12 @@ fn chain(
     (0..CHAIN)
         .map(|i| {
             let out = &outs[i % n_out];
-            Dispatch::new(
-                gpu,
-                pipes,
-                Kernel::ReadBandwidth,
-                &[],
-                &[&params, src, out],
-                [n_wg, 1, 1],
-            )
+            let b = ReadBandwidthBindings {
+                p: &params,
+                src,
+                out,
+            };
+            Dispatch::new(gpu, pipes, Kernel::ReadBandwidth, &b, [n_wg, 1, 1])
         })
         .collect()
 }

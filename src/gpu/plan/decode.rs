@@ -7,7 +7,10 @@ use super::{After, BlockRange, Io, Plan, MAX_CANDIDATES};
 use crate::error::Result;
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
-use crate::gpu::ops::{self, Dispatch, MatvecMode};
+use crate::gpu::ops::{
+    self, AttentionBindings, AttentionHeadBindings, Dispatch, KvAppendBindings, MatvecMode,
+    RmsNormBindings, RouterBindings, TopkBindings, TopkOverrides,
+};
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
@@ -216,7 +219,13 @@ impl Lowering<'_> {
         b.push(
             format!("blk.{il}.kv_append"),
             Kernel::KvAppend,
-            &[&s.kv_params, &s.step, &ckv, &lw.kv_a_norm, cache],
+            &KvAppendBindings {
+                p: &s.kv_params,
+                steps: &s.step,
+                ckv: &ckv,
+                g: &lw.kv_a_norm,
+                cache,
+            },
             [1, 1, 1],
         )?;
         let n_head = c.n_head as u32;
@@ -229,34 +238,33 @@ impl Lowering<'_> {
         b.matvec(&lw.k_b, k_b)?;
         let n_split = ops::MAX_SPLITS;
         let label = format!("blk.{il}.attention");
-        let per_head = [
-            &s.head_params,
-            &s.step,
-            &s.q_abs,
-            &s.q,
+        let per_head = AttentionHeadBindings {
+            p: &s.head_params,
+            steps: &s.step,
+            q_abs: &s.q_abs,
+            q: &s.q,
             cache,
-            &s.o_part,
-            &s.ml,
-        ];
+            o: &s.o_part,
+            ml: &s.ml,
+        };
         let short = Dispatch::new(
             b.gpu,
             b.pipes,
             Kernel::AttentionHead,
-            &[],
             &per_head,
             [n_split, n_head, 1],
         )?;
         self.short_attn
             .push((b.out.len(), short.named(label.clone())));
-        let all_heads = [
-            &s.attn_params,
-            &s.step,
-            &s.q_abs,
-            &s.q,
+        let all_heads = AttentionBindings {
+            p: &s.attn_params,
+            steps: &s.step,
+            q_abs: &s.q_abs,
+            q: &s.q,
             cache,
-            &s.o_part,
-            &s.ml,
-        ];
+            o: &s.o_part,
+            ml: &s.ml,
+        };
         let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
         b.out
             .push(ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?.named(label));
@@ -326,16 +334,16 @@ impl Lowering<'_> {
         b.push(
             format!("blk.{il}.router"),
             Kernel::Router,
-            &[
-                &s.router_params,
-                &s.x,
-                &lw.ffn_norm,
-                &s.moe_logits,
+            &RouterBindings {
+                p: &s.router_params,
+                x: &s.x,
+                g: &lw.ffn_norm,
+                logits: &s.moe_logits,
                 bias,
-                &s.h2,
-                &s.sel,
-                &s.sel_w,
-            ],
+                h: &s.h2,
+                sel: &s.sel,
+                sel_w: &s.sel_w,
+            },
             [1, 1, 1],
         )?;
         let sel = Some((&s.sel, &s.sel_w));
@@ -387,7 +395,12 @@ impl Lowering<'_> {
         b.push(
             "result_norm".into(),
             Kernel::RmsNorm,
-            &[&norm_params, &self.s.x, &w.output_norm, &xn],
+            &RmsNormBindings {
+                p: &norm_params,
+                x: &self.s.x,
+                g: &w.output_norm,
+                y: &xn,
+            },
             [1, 1, 1],
         )?;
         b.matvec(&w.output, Mv::plain(&xn, &logits))?;
@@ -396,14 +409,28 @@ impl Lowering<'_> {
             let p = super::topk_params(n_vocab, topk_wg, 1, first);
             b.uniform(if first { "topk1" } else { "topk2" }, &p)
         });
-        let pass1 = [&topk_params[0], &logits, &b.dummy, &cand1_v, &cand1_i];
-        let pass2 = [&topk_params[1], &cand1_v, &cand1_i, &cand_v, &cand_i];
-        for (first, bufs, wg, label) in [(1.0, pass1, topk_wg, "topk1"), (0.0, pass2, 1, "topk2")] {
-            let d = Dispatch::new(
+        let pass1 = TopkBindings {
+            p: &topk_params[0],
+            in_v: &logits,
+            in_i: &b.dummy,
+            out_v: &cand1_v,
+            out_i: &cand1_i,
+        };
+        let pass2 = TopkBindings {
+            p: &topk_params[1],
+            in_v: &cand1_v,
+            in_i: &cand1_i,
+            out_v: &cand_v,
+            out_i: &cand_i,
+        };
+        for (first, bufs, wg, label) in
+            [(true, pass1, topk_wg, "topk1"), (false, pass2, 1, "topk2")]
+        {
+            let d = Dispatch::with(
                 b.gpu,
                 b.pipes,
                 Kernel::TopK,
-                &[("FIRST", first)],
+                &TopkOverrides { first },
                 &bufs,
                 [wg, 1, 1],
             )?;

@@ -16,8 +16,11 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
-use crate::gpu::kernels::{Kernel, Pipelines};
-use crate::gpu::ops::{self, Dispatch, MATMUL_ROWS, MATMUL_TILE};
+use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
+use crate::gpu::ops::{
+    self, AttentionBindings, Dispatch, KvAppendBindings, MoeGroupBindings, MoeSumBindings,
+    RmsNormBindings, RouterBindings, MATMUL_ROWS, MATMUL_TILE,
+};
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
@@ -155,7 +158,12 @@ impl Prefill {
         b.push(
             "result_norm".into(),
             Kernel::RmsNorm,
-            &[&self.norm_embd, &self.x, &w.output_norm, &xn],
+            &RmsNormBindings {
+                p: &self.norm_embd,
+                x: &self.x,
+                g: &w.output_norm,
+                y: &xn,
+            },
             [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)],
         )?;
         b.matmul(&w.output, Mm::new(&xn, c.n_embd, &logits, c.n_vocab))?;
@@ -233,10 +241,10 @@ impl Builder<'_> {
         &mut self,
         label: String,
         k: Kernel,
-        bufs: &[&wgpu::Buffer],
+        bufs: &dyn Bindings,
         grid: [Dim; 3],
     ) -> Result<()> {
-        let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, [1, 1, 1])?.named(label);
+        let d = Dispatch::new(self.gpu, self.pipes, k, bufs, [1, 1, 1])?.named(label);
         self.ops.push(Op { d, grid });
         Ok(())
     }
@@ -260,16 +268,19 @@ impl Builder<'_> {
                 true => (self.routed_tiles, self.routed_order),
                 false => (self.dense_tiles, self.identity),
             };
-            let bufs = ops::MatmulBuffers {
-                params: &pb,
+            let bufs = ops::MatmulBindings {
+                p: &pb,
                 x: v.x,
                 y: v.y,
                 tiles,
                 order,
-                unused: tiles,
                 weights: &part.buffers,
             };
-            let d = ops::matmul(self.gpu, self.pipes, m.format, v.gate_up, v.accum, &bufs)?
+            let o = ops::MatmulOverrides {
+                gate_up: v.gate_up,
+                accum: v.accum,
+            };
+            let d = ops::matmul(self.gpu, self.pipes, m.format, o, &bufs)?
                 .named(m.name.trim_end_matches(".weight"));
             let tiles = if v.routed {
                 Dim::RoutedTiles
@@ -452,7 +463,12 @@ pub fn build(
         b.push(
             format!("blk.{il}.ffn_norm"),
             Kernel::RmsNorm,
-            &[&p.norm_embd, &a.x, &lw.ffn_norm, &a.h2],
+            &RmsNormBindings {
+                p: &p.norm_embd,
+                x: &a.x,
+                g: &lw.ffn_norm,
+                y: &a.h2,
+            },
             ROWS,
         )?;
         match &lw.ffn {
@@ -494,27 +510,51 @@ impl Builder<'_> {
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_qk, n_lat, n_v) = (c.n_embd, c.n_embd_head_qk(), c.n_lora_kv, c.n_embd_head_v);
         let n_head = c.n_head as u32;
-        let norm = [&p.norm_embd, &a.x, &lw.attn_norm, &a.xn];
+        let norm = RmsNormBindings {
+            p: &p.norm_embd,
+            x: &a.x,
+            g: &lw.attn_norm,
+            y: &a.xn,
+        };
         self.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)?;
         match &lw.q {
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 let nq = c.n_lora_q;
                 self.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))?;
-                let norm = [&p.norm_q, &a.qa, q_a_norm, &a.qan];
+                let norm = RmsNormBindings {
+                    p: &p.norm_q,
+                    x: &a.qa,
+                    g: q_a_norm,
+                    y: &a.qan,
+                };
                 self.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)?;
                 self.matmul(q_b, Mm::new(&a.qan, nq, &a.q, c.n_head * n_qk))?;
             }
             QWeights::Direct(wq) => self.matmul(wq, Mm::new(&a.xn, e, &a.q, c.n_head * n_qk))?,
         }
         self.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))?;
-        let append = [&p.kv, &a.steps, &a.ckv, &lw.kv_a_norm, cache];
+        let append = KvAppendBindings {
+            p: &p.kv,
+            steps: &a.steps,
+            ckv: &a.ckv,
+            g: &lw.kv_a_norm,
+            cache,
+        };
         self.push(name("kv_append"), Kernel::KvAppend, &append, ROWS)?;
         let k_b = Mm {
             heads: (n_head, n_qk, n_lat),
             ..Mm::new(&a.q, c.n_head * n_qk, &a.q_abs, c.n_head * n_lat)
         };
         self.matmul(&lw.k_b, k_b)?;
-        let attn = [&p.attn, &a.steps, &a.q_abs, &a.q, cache, &a.o, &a.ml];
+        let attn = AttentionBindings {
+            p: &p.attn,
+            steps: &a.steps,
+            q_abs: &a.q_abs,
+            q: &a.q,
+            cache,
+            o: &a.o,
+            ml: &a.ml,
+        };
         let d = ops::attention(self.gpu, self.pipes, n_lat, &attn, [1, 1, 1])?;
         self.ops.push(Op {
             d: d.named(name("attention")),
@@ -575,18 +615,23 @@ impl Builder<'_> {
         let (e, n_ff) = (c.n_embd, c.n_ff_exp);
         self.matmul(gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))?;
         let bias = exp_probs_b.as_ref().unwrap_or(&a.zero_bias);
-        let router = [
-            &p.router,
-            &a.x,
-            &lw.ffn_norm,
-            &a.moe_logits,
+        let router = RouterBindings {
+            p: &p.router,
+            x: &a.x,
+            g: &lw.ffn_norm,
+            logits: &a.moe_logits,
             bias,
-            &a.h_router,
-            &a.sel,
-            &a.sel_w,
-        ];
+            h: &a.h_router,
+            sel: &a.sel,
+            sel_w: &a.sel_w,
+        };
         self.push(name("router"), Kernel::Router, &router, ROWS)?;
-        let group = [&p.group, &a.sel, self.routed_order, self.routed_tiles];
+        let group = MoeGroupBindings {
+            p: &p.group,
+            sel: &a.sel,
+            order: self.routed_order,
+            tiles: self.routed_tiles,
+        };
         self.push(
             name("moe_group"),
             Kernel::MoeGroup,
@@ -610,7 +655,12 @@ impl Builder<'_> {
             Dim::Tokens,
             Dim::Fixed(1),
         ];
-        let sum = [&p.sum, &a.part, &a.sel_w, &a.x];
+        let sum = MoeSumBindings {
+            p: &p.sum,
+            part: &a.part,
+            sel_w: &a.sel_w,
+            y: &a.x,
+        };
         self.push(name("moe_sum"), Kernel::MoeSum, &sum, grid)?;
         match shared {
             Some(sh) => self.ffn(a, sh, e, c.n_ff_exp * c.n_expert_shared),
