@@ -248,7 +248,11 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
     ];
     let mut bufs = vec![b.params, b.x, b.g, b.y, b.sel, b.sel_w];
     bufs.extend(b.weights.iter());
-    let mut wg = grid(s.params.rows.div_ceil(matvec_rows_per_workgroup(s.mode, tpr)));
+    let mut wg = grid(
+        s.params
+            .rows
+            .div_ceil(matvec_rows_per_workgroup(s.mode, tpr)),
+    );
     wg[2] = match s.mode {
         MatvecMode::WeightedSum => 1,
         _ => s.slots,
