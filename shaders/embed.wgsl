@@ -30,11 +30,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> tokens: array<u32>;
 @group(0) @binding(2) var<storage, read_write> x: array<vec4<f32>>;
 
-// The format files' unit_dot reads x through xv; the gather never calls it.
-fn xv(i: u32) -> vec4<f32> {
-    return vec4<f32>(0.0);
-}
-
 // The four bytes of `w`, low first.
 fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);

@@ -4,14 +4,6 @@
 
 @group(0) @binding(6) var<storage, read> weights: array<vec4<f32>>;
 
-fn unit_dot(u: u32, xo: u32) -> f32 {
-    var acc = 0.0;
-    for (var k = 0u; k < 8u; k++) {
-        acc += dot(weights[8u * u + k], xv(xo + k));
-    }
-    return acc;
-}
-
 // Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let b = 8u * u;

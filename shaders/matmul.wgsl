@@ -71,11 +71,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read> tiles: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> order: array<u32>;
 
-// The format files' unit_dot reads x through xv (unused here).
-fn xv(i: u32) -> vec4<f32> {
-    return x[i];
-}
-
 // The four bytes of `w`, low first.
 fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);

@@ -1,10 +1,10 @@
 // Decode matvec entry point, shared by every weight format. The host builds
 // it together with one format file (f32.wgsl, q4_0.wgsl, q8_0.wgsl,
 // q5_k.wgsl, q6_k.wgsl), which binds the weights at 6 (and 7) and defines
-// `unit_dot(u, xo)`: the dot product of weight unit `u` (32 consecutive
-// weights of a row; units are numbered row-major over the whole buffer) with
-// x[4·xo .. 4·xo + 32] read through `xv`, and `unit_load(u)` (the unit
-// dequantized, for matmul.wgsl).
+// `unit_load(u)`: weight unit `u` (32 consecutive weights of a row; units
+// are numbered row-major over the whole buffer) dequantized into registers.
+// Every mode uses each x vec4 it loads for two rows (two adjacent rows, or
+// a gate row and its up row).
 //
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (array<vec4<f32>>:
 // the norm weight when NORM, the splits' (m, l) when COMBINE, the vector
@@ -85,8 +85,8 @@ var<workgroup> split_w: array<f32, MAX_SPLITS>;
 var<workgroup> merge_part: array<vec4<f32>, WG>;
 
 // NORM: Σx² of the x vec4s this invocation has read. The TPR invocations
-// of a row read every vec4 of x exactly once between them (each format's
-// unit_dot and gate_up_part call xv once per vec4), so their segment sum
+// of a row read every vec4 of x exactly once between them (rows_part and
+// gate_up_part call xv once per vec4), so their segment sum
 // is Σx² over the whole row: the norm needs no pass of its own before the
 // first weight load.
 var<private> ss: f32;

@@ -6,23 +6,6 @@
 @group(0) @binding(6) var<storage, read> scales: array<u32>;
 @group(0) @binding(7) var<storage, read> nibbles: array<vec4<u32>>;
 
-// Byte j of a block holds weight j in its low nibble and weight j+16 in its
-// high nibble; `w` carries bytes 4i..4i+3, so `lo` is x[4i..4i+4] and `hi`
-// is x[16+4i..16+4i+4].
-fn nibble_dot(w: u32, lo: vec4<f32>, hi: vec4<f32>) -> f32 {
-    let b = bytes4(w);
-    let l = vec4<f32>(b & vec4<u32>(0xFu)) - 8.0;
-    let h = vec4<f32>(b >> vec4<u32>(4u)) - 8.0;
-    return dot(l, lo) + dot(h, hi);
-}
-
-fn unit_dot(u: u32, xo: u32) -> f32 {
-    let d = unpack2x16float(scales[u >> 1u])[u & 1u];
-    let q = nibbles[u];
-    return d * (nibble_dot(q.x, xv(xo), xv(xo + 4u)) + nibble_dot(q.y, xv(xo + 1u), xv(xo + 5u))
-        + nibble_dot(q.z, xv(xo + 2u), xv(xo + 6u)) + nibble_dot(q.w, xv(xo + 3u), xv(xo + 7u)));
-}
-
 // Weights 4i..4i+4 are the low nibbles of word i, 16+4i.. its high nibbles.
 // Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {

@@ -36,20 +36,6 @@ fn quads(w0: u32, j: u32, i: u32) -> vec4<f32> {
     return vec4<f32>(q + h * 16u);
 }
 
-fn unit_dot(u: u32, xo: u32) -> f32 {
-    let j = u % 8u;
-    let w0 = (u / 8u) * 44u;
-    let sm = scale_min(w0, j);
-    var dq = 0.0;
-    var sx = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-        let xi = xv(xo + i);
-        dq += dot(quads(w0, j, i), xi);
-        sx += xi.x + xi.y + xi.z + xi.w;
-    }
-    return sm.x * dq - sm.y * sx;
-}
-
 // Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let j = u % 8u;

@@ -30,16 +30,6 @@ fn scales2(w0: u32, j: u32) -> vec2<f32> {
     return d * vec2<f32>(s0, s1);
 }
 
-fn unit_dot(u: u32, xo: u32) -> f32 {
-    let j = u % 8u;
-    let w0 = (u / 8u) * 53u;
-    var part = vec2<f32>(0.0);
-    for (var i = 0u; i < 8u; i++) {
-        part[i / 4u] += dot(quads(w0, j, i), xv(xo + i));
-    }
-    return dot(scales2(w0, j), part);
-}
-
 // Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let j = u % 8u;

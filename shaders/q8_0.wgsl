@@ -12,15 +12,6 @@ fn i8x4(w: u32) -> vec4<f32> {
         bitcast<i32>(w) << 8u, bitcast<i32>(w)) >> vec4<u32>(24u));
 }
 
-fn unit_dot(u: u32, xo: u32) -> f32 {
-    let d = unpack2x16float(scales[u >> 1u])[u & 1u];
-    let a = quants[2u * u];
-    let b = quants[2u * u + 1u];
-    return d * (dot(i8x4(a.x), xv(xo)) + dot(i8x4(a.y), xv(xo + 1u)) + dot(i8x4(a.z), xv(xo + 2u))
-        + dot(i8x4(a.w), xv(xo + 3u)) + dot(i8x4(b.x), xv(xo + 4u)) + dot(i8x4(b.y), xv(xo + 5u))
-        + dot(i8x4(b.z), xv(xo + 6u)) + dot(i8x4(b.w), xv(xo + 7u)));
-}
-
 // Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let d = unpack2x16float(scales[u >> 1u])[u & 1u];

@@ -33,6 +33,11 @@ pub struct Prediction {
     /// check on `moe`, whose one block's weights may stay in the GPU's
     /// last-level cache from replay to replay.
     pub moe_sequence: Option<Stats>,
+    /// µs of one whole token (every dispatch of the plan) replayed inside
+    /// one submission: the GPU's busy time per token, so that the measured
+    /// token minus this is the time the GPU waits between tokens (readback,
+    /// sampling, the next submission).
+    pub token_gpu: Stats,
 }
 
 impl Prediction {
@@ -114,6 +119,7 @@ pub fn predict(
         }
         _ => None,
     };
+    let token_gpu = per_replay(e, 0..n_disp, 1, rounds.max(3))?;
     let med = |s: &Option<Stats>| s.as_ref().map_or(0.0, |s| s.median);
     Ok(Prediction {
         pos,
@@ -125,6 +131,7 @@ pub fn predict(
         n_moe,
         head,
         moe_sequence,
+        token_gpu,
     })
 }
 

@@ -427,6 +427,12 @@ fn prediction_text(name: &str, p: &bench::Prediction, measured_us: f64) -> Strin
             off(us)
         ));
     }
+    let idle = measured_us - p.token_gpu.median;
+    t.push_str(&format!(
+        "; one whole token on the GPU {:.1} us, so the GPU waits {idle:.1} us ({:.1}%) between tokens",
+        p.token_gpu.median,
+        100.0 * idle / measured_us.max(1e-9)
+    ));
     t
 }
 
@@ -451,6 +457,8 @@ fn prediction_json(p: &bench::Prediction, measured_us: f64) -> Json {
             "token_us_sequence",
             p.token_us_sequence().map_or(Json::Null, Json::num),
         ),
+        ("token_gpu", stats_json(&p.token_gpu)),
+        ("gpu_idle_us", Json::num(measured_us - p.token_gpu.median)),
     ])
 }
 

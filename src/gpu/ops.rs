@@ -309,7 +309,11 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
         sel_w: b.sel_w,
         weights: b.weights,
     };
-    let mut wg = grid(s.params.rows.div_ceil(matvec_rows_per_workgroup(s.mode, tpr)));
+    let mut wg = grid(
+        s.params
+            .rows
+            .div_ceil(matvec_rows_per_workgroup(s.mode, tpr)),
+    );
     wg[2] = match s.mode {
         MatvecMode::WeightedSum => 1,
         _ => s.slots,
