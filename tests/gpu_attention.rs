@@ -572,8 +572,17 @@ fn router_matches_reference() {
             let sb = gpu
                 .storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
                 .unwrap();
-            let bufs = [&pb, &xb, &gb, &wb, &bb, &hb, &sb, &swb];
-            let d = Dispatch::new(gpu, pipes, Kernel::Router, &[], &bufs, [1, 1, 1]).unwrap();
+            let bufs = ops::RouterBuffers {
+                params: &pb,
+                x: &xb,
+                norm: &gb,
+                logits: &wb,
+                bias: &bb,
+                h: &hb,
+                sel: &sb,
+                sel_w: &swb,
+            };
+            let d = ops::router(gpu, pipes, &bufs, [1, 1, 1]).unwrap();
             ops::run(gpu, &[d]).unwrap();
             let tag = format!(
                 "{:?} router case {ci} ({ne} experts, top {k}, {:?})",

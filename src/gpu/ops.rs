@@ -582,6 +582,32 @@ impl RouterParams {
     }
 }
 
+/// Buffers of one router dispatch (router.wgsl's bindings, in order).
+pub struct RouterBuffers<'a> {
+    pub params: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    /// ffn_norm's gain.
+    pub norm: &'a wgpu::Buffer,
+    pub logits: &'a wgpu::Buffer,
+    /// The selection bias (zeros where the model has none).
+    pub bias: &'a wgpu::Buffer,
+    /// The kernel writes RMSNorm(x) · norm here.
+    pub h: &'a wgpu::Buffer,
+    pub sel: &'a wgpu::Buffer,
+    pub sel_w: &'a wgpu::Buffer,
+}
+
+/// A router dispatch (the prefill sizes its grid per chunk).
+pub fn router(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    b: &RouterBuffers,
+    workgroups: [u32; 3],
+) -> Result<Dispatch> {
+    let bufs = [b.params, b.x, b.norm, b.logits, b.bias, b.h, b.sel, b.sel_w];
+    Dispatch::new(gpu, pipes, Kernel::Router, &[], &bufs, workgroups)
+}
+
 /// Experts the router kernel can hold (`MAX_EXPERT` in router.wgsl).
 pub const ROUTER_MAX_EXPERT: usize = 512;
 

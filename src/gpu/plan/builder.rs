@@ -1,12 +1,16 @@
 //! The plan builder's helpers: `Builder` collects dispatches, and `Mv`
 //! says what one matvec reads and writes; `Builder::matvec` turns a matrix
 //! (one dispatch per part) and an `Mv` into dispatches with their params.
+//! Every dispatch goes through `add`, which records the recipe steps it
+//! lowers (`Lowered`).
 
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
 use crate::gpu::weights::Matrix;
+
+use super::lower::Lowered;
 
 pub(super) struct Builder<'a> {
     pub(super) gpu: &'a Gpu,
@@ -15,6 +19,7 @@ pub(super) struct Builder<'a> {
     pub(super) eps: f32,
     pub(super) dummy: wgpu::Buffer,
     pub(super) zero_id: wgpu::Buffer,
+    pub(super) low: Lowered,
 }
 
 /// What one matvec reads and writes, besides the matrix.
@@ -74,8 +79,14 @@ impl Builder<'_> {
         wg: [u32; 3],
     ) -> Result<()> {
         let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, wg)?.named(label);
-        self.out.push(d);
+        self.add(d);
         Ok(())
+    }
+
+    /// Append `d`, lowering the steps last given to `low.lower`.
+    pub(super) fn add(&mut self, d: Dispatch) {
+        self.out.push(d);
+        self.low.added();
     }
 
     /// The buffers at binding 2 (g) and 4, 5 (sel, sel_w) of a matvec,
@@ -148,7 +159,7 @@ impl Builder<'_> {
             let d = d
                 .named(m.name.trim_end_matches(".weight"))
                 .reading((bytes as f64 * frac) as u64);
-            self.out.push(d);
+            self.add(d);
         }
         Ok(())
     }

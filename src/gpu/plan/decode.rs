@@ -1,9 +1,14 @@
-//! Lowering of the layer stack into the decode plan's dispatches, one step
-//! per function: the shared buffers, each block's attention half and
-//! feed-forward half, the output head. `plan::build` strings them together.
+//! The decode plan's lowering of the recipe (`model::recipe`) into one
+//! token's dispatches: the shared buffers, each block's attention half and
+//! feed-forward half, the output head. `plan::build` strings them together
+//! and checks each part against its recipe. Before each group of
+//! dispatches, `lower` names the recipe steps they compute: the norms are
+//! fused into the products that read them, residual adds into the products
+//! that feed them.
 
 use super::builder::{Builder, Mv};
-use super::{After, BlockRange, Io, Plan, MAX_CANDIDATES};
+use super::lower::Lowered;
+use super::{BlockRange, Io, Plan, MAX_CANDIDATES};
 use crate::error::Result;
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
@@ -11,6 +16,7 @@ use crate::gpu::ops::{self, Dispatch, MatvecMode};
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
+use crate::model::recipe::{Name::*, Recipe};
 use crate::model::{Config, Model};
 
 /// Buffers every layer writes and reads again, and the layers' uniforms.
@@ -100,6 +106,7 @@ pub fn build(
         eps: c.rms_eps,
         dummy: gpu.scratch_f32("unused", &[4])?,
         zero_id: gpu.scratch_f32("expert_0", &[4])?,
+        low: Lowered::default(),
     };
     let mut l = Lowering {
         b,
@@ -107,10 +114,17 @@ pub fn build(
         s: Shared::new(gpu, c)?,
         short_attn: Vec::new(),
     };
-    let embed = ops::embed(gpu, pipes, &w.token_embd, &l.s.token, &l.s.x)?;
-    l.b.out.extend(embed);
+    let recipe = Recipe::new(c);
+    l.b.low.lower(&[InpEmbd]);
+    for d in ops::embed(gpu, pipes, &w.token_embd, &l.s.token, &l.s.x)? {
+        l.b.add(d);
+    }
+    l.b.low.leaves(InpEmbd, &l.s.x, c.n_embd);
+    l.b.low
+        .check("the decode input", 0, &recipe.input, &[InpEmbd])?;
     let mut blocks = Vec::new();
     for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
+        l.b.low.block(Some(il));
         let attn_start = l.b.out.len();
         l.attention(il, lw, cache)?;
         let ffn_start = l.b.out.len();
@@ -118,6 +132,9 @@ pub fn build(
             FfnWeights::Dense(d) => l.dense_ffn(lw, d)?,
             FfnWeights::Moe(m) => l.moe_ffn(il, lw, m)?,
         }
+        let what = format!("the decode blk.{il}");
+        l.b.low
+            .check(&what, attn_start, &recipe.blocks[il], &[LOut])?;
         blocks.push(BlockRange {
             layer: il,
             moe: matches!(lw.ffn, FfnWeights::Moe { .. }),
@@ -126,17 +143,20 @@ pub fn build(
         });
     }
     let head_start = l.b.out.len();
+    l.b.low.block(None);
     let head = l.head(w)?;
+    l.b.low
+        .check("the decode head", head_start, &recipe.head, &[Candidates])?;
     let mut short = l.b.out.clone();
     for (i, d) in l.short_attn.drain(..) {
         short[i] = d;
     }
     Ok(Plan {
+        io: io(l.s, head, l.b.low),
         dispatches: l.b.out,
         short,
         blocks,
         head_start,
-        io: io(c, l.s, head),
     })
 }
 
@@ -149,33 +169,9 @@ struct Head {
     topk_wg: u32,
 }
 
-fn io(c: &Config, s: Shared, h: Head) -> Io {
-    let n_qk = c.n_embd_head_qk();
+fn io(s: Shared, h: Head, low: Lowered) -> Io {
     Io {
-        traced: vec![
-            ("q", After::Attn, s.q.clone(), c.n_head * n_qk),
-            (
-                "q_nope_absorbed",
-                After::Attn,
-                s.q_abs.clone(),
-                c.n_head * c.n_lora_kv,
-            ),
-            (
-                "kqv_out",
-                After::Attn,
-                s.v_heads.clone(),
-                c.n_head * c.n_embd_head_v,
-            ),
-            ("ffn_inp", After::Attn, s.x.clone(), c.n_embd),
-            (
-                "ffn_moe_logits",
-                After::MoeFfn,
-                s.moe_logits.clone(),
-                c.n_expert,
-            ),
-            ("ffn_norm", After::MoeFfn, s.h2.clone(), c.n_embd),
-            ("l_out", After::Ffn, s.x.clone(), c.n_embd),
-        ],
+        traced: low.traced,
         token: s.token,
         x: s.x,
         step: s.step,
@@ -199,20 +195,33 @@ impl Lowering<'_> {
             norm: Some(&lw.attn_norm),
             ..Mv::plain(&s.x, y)
         };
-        let (first, first_out) = match &lw.q {
-            QWeights::Lora { q_a, .. } => (q_a, &s.qa),
-            QWeights::Direct(wq) => (wq, &s.q),
-        };
-        b.matvec(first, normed(first_out))?;
+        let n_q = c.n_head * c.n_embd_head_qk();
+        match &lw.q {
+            QWeights::Lora { q_a, .. } => {
+                b.low.lower(&[AttnNorm, QA]);
+                b.matvec(q_a, normed(&s.qa))?;
+                b.low.leaves(QA, &s.qa, c.n_lora_q);
+            }
+            QWeights::Direct(wq) => {
+                b.low.lower(&[AttnNorm, Q]);
+                b.matvec(wq, normed(&s.q))?;
+                b.low.leaves(Q, &s.q, n_q);
+            }
+        }
+        b.low.lower(&[AttnNorm, KvCmprPe]);
         b.matvec(&lw.kv_a_mqa, normed(&ckv))?;
+        b.low.leaves(KvCmprPe, &ckv, c.kv_row());
         if let QWeights::Lora { q_a_norm, q_b, .. } = &lw.q {
             let mv = Mv {
                 norm: Some(q_a_norm),
                 ahead: Some(&ckv),
                 ..Mv::plain(&s.qa, &s.q)
             };
+            b.low.lower(&[QANorm, Q]);
             b.matvec(q_b, mv)?;
+            b.low.leaves(Q, &s.q, n_q);
         }
+        b.low.lower(&[KvCmpr, KPe, CacheK]);
         b.push(
             format!("blk.{il}.kv_append"),
             Kernel::KvAppend,
@@ -226,8 +235,38 @@ impl Lowering<'_> {
             y_stride: c.n_lora_kv as u32,
             ..Mv::plain(&s.q, &s.q_abs)
         };
+        b.low.lower(&[QNopeAbsorbed]);
         b.matvec(&lw.k_b, k_b)?;
-        let n_split = ops::MAX_SPLITS;
+        b.low
+            .leaves(QNopeAbsorbed, &s.q_abs, c.n_head * c.n_lora_kv);
+        self.attend(il, cache)?;
+        let (s, b) = (&self.s, &mut self.b);
+        // v_b merges the attention splits of its head as it reads them.
+        let v_b = Mv {
+            slots: n_head,
+            combine: Some((&s.ml, ops::MAX_SPLITS)),
+            y_stride: c.n_embd_head_v as u32,
+            ..Mv::plain(&s.o_part, &s.v_heads)
+        };
+        b.low.lower(&[KqvOut]);
+        b.matvec(&lw.v_b, v_b)?;
+        b.low.leaves(KqvOut, &s.v_heads, c.n_head * c.n_embd_head_v);
+        let out = Mv {
+            accum: true,
+            ..Mv::plain(&s.v_heads, &s.x)
+        };
+        b.low.lower(&[AttnOut, FfnInp]);
+        b.matvec(&lw.attn_output, out)?;
+        b.low.leaves(FfnInp, &s.x, c.n_embd);
+        Ok(())
+    }
+
+    /// The attention itself, into per-split partials: the all-heads kernel
+    /// in the plan, the per-head one in the short-context plan's slot.
+    fn attend(&mut self, il: usize, cache: &wgpu::Buffer) -> Result<()> {
+        let (c, s) = (self.c, &self.s);
+        let b = &mut self.b;
+        let (n_split, n_head) = (ops::MAX_SPLITS, c.n_head as u32);
         let label = format!("blk.{il}.attention");
         let per_head = [
             &s.head_params,
@@ -258,35 +297,29 @@ impl Lowering<'_> {
             &s.ml,
         ];
         let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
-        b.out
-            .push(ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?.named(label));
-        // v_b merges the attention splits of its head as it reads them.
-        let v_b = Mv {
-            slots: n_head,
-            combine: Some((&s.ml, n_split)),
-            y_stride: c.n_embd_head_v as u32,
-            ..Mv::plain(&s.o_part, &s.v_heads)
-        };
-        b.matvec(&lw.v_b, v_b)?;
-        let out = Mv {
-            accum: true,
-            ..Mv::plain(&s.v_heads, &s.x)
-        };
-        b.matvec(&lw.attn_output, out)
+        let d = ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?;
+        b.low.lower(&[QPe, Kqv]);
+        b.add(d.named(label));
+        Ok(())
     }
 
     /// A dense block's feed-forward: gate+up (ffn_norm fused), down (+ residual).
     fn dense_ffn(&mut self, lw: &LayerWeights, d: &GateUpDown) -> Result<()> {
-        let s = &self.s;
-        self.b.matvec(
+        let (c, s, b) = (self.c, &self.s, &mut self.b);
+        b.low.lower(&[FfnNorm, FfnGate, FfnUp, FfnSwiglu]);
+        b.matvec(
             &d.gate_up,
             gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &s.act),
         )?;
+        b.low.leaves(FfnSwiglu, &s.act, c.n_ff);
         let down = Mv {
             accum: true,
             ..Mv::plain(&s.act, &s.x)
         };
-        self.b.matvec(&d.down, down)
+        b.low.lower(&[FfnOut, LOut]);
+        b.matvec(&d.down, down)?;
+        b.low.leaves(LOut, &s.x, c.n_embd);
+        Ok(())
     }
 
     /// A MoE block's feed-forward. Pairs run side by side: router logits ∥
@@ -295,16 +328,9 @@ impl Lowering<'_> {
     /// buffer), then the routed down adds the shared output and the
     /// residual.
     fn moe_ffn(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
-        let MoeWeights {
-            gate_inp,
-            exp_probs_b,
-            gate_up_exps,
-            down_exps,
-            shared,
-        } = m;
         let (c, s) = (self.c, &self.s);
         let b = &mut self.b;
-        let (_, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
+        let (n_expert, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
         let sh_act = b
             .gpu
             .scratch_f32(&format!("ffn_shexp_act-{il}"), &[n_ff_sh.max(1)])?;
@@ -315,52 +341,84 @@ impl Lowering<'_> {
             norm: Some(&lw.ffn_norm),
             ..Mv::plain(&s.x, &s.moe_logits)
         };
-        b.matvec(gate_inp, logits)?;
-        if let Some(sh) = shared {
+        b.low.lower(&[FfnNorm, FfnMoeLogits]);
+        b.matvec(&m.gate_inp, logits)?;
+        b.low.leaves(FfnMoeLogits, &s.moe_logits, n_expert);
+        if let Some(sh) = &m.shared {
+            b.low.lower(&[FfnNorm, FfnGate, FfnUp, FfnSwiglu]);
             b.matvec(
                 &sh.gate_up,
                 gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &sh_act),
             )?;
+            b.low.leaves(FfnSwiglu, &sh_act, n_ff_sh);
         }
-        let bias = exp_probs_b.as_ref().unwrap_or(&s.zero_bias);
-        b.push(
-            format!("blk.{il}.router"),
-            Kernel::Router,
-            &[
-                &s.router_params,
-                &s.x,
-                &lw.ffn_norm,
-                &s.moe_logits,
-                bias,
-                &s.h2,
-                &s.sel,
-                &s.sel_w,
-            ],
-            [1, 1, 1],
-        )?;
+        self.route(il, lw, m)?;
+        let (s, b) = (&self.s, &mut self.b);
         let sel = Some((&s.sel, &s.sel_w));
         let routed = gate_up(&s.h2, None, sel, n_used as u32, n_ff_exp as u32, &s.act);
-        match shared {
+        let routed_steps = &[FfnMoeGate, FfnMoeUp, FfnMoeSwiglu];
+        match &m.shared {
             Some(sh) => {
                 let ahead = Mv {
                     ahead: Some(&sh_act),
                     ..routed
                 };
-                b.matvec(gate_up_exps, ahead)?;
+                b.low.lower(routed_steps);
+                b.matvec(&m.gate_up_exps, ahead)?;
+                b.low.leaves(FfnMoeSwiglu, &s.act, n_used * n_ff_exp);
+                b.low.lower(&[FfnShexp]);
                 b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))?;
+                b.low.leaves(FfnShexp, &sh_out, c.n_embd);
             }
-            None => b.matvec(gate_up_exps, routed)?,
+            None => {
+                b.low.lower(routed_steps);
+                b.matvec(&m.gate_up_exps, routed)?;
+                b.low.leaves(FfnMoeSwiglu, &s.act, n_used * n_ff_exp);
+            }
         }
         let down = Mv {
             mode: MatvecMode::WeightedSum,
             sel,
             slots: n_used as u32,
             x_stride: (n_ff_exp / 4) as u32,
-            add: Some(if shared.is_some() { &sh_out } else { &s.zero_x }),
+            add: Some(if m.shared.is_some() {
+                &sh_out
+            } else {
+                &s.zero_x
+            }),
             accum: true,
             ..Mv::plain(&s.act, &s.x)
         };
-        b.matvec(down_exps, down)
+        b.low.lower(match m.shared {
+            Some(_) => &[FfnMoeDown, FfnMoeWeighted, FfnMoeOut, FfnOut, LOut],
+            None => &[FfnMoeDown, FfnMoeWeighted, FfnMoeOut, LOut],
+        });
+        b.matvec(&m.down_exps, down)?;
+        b.low.leaves(LOut, &s.x, c.n_embd);
+        Ok(())
+    }
+
+    /// The router selection; it also writes the normed h the routed experts
+    /// read (the logits' matvec normed x only for itself).
+    fn route(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
+        let (c, s, b) = (self.c, &self.s, &mut self.b);
+        let bufs = ops::RouterBuffers {
+            params: &s.router_params,
+            x: &s.x,
+            norm: &lw.ffn_norm,
+            logits: &s.moe_logits,
+            bias: m.exp_probs_b.as_ref().unwrap_or(&s.zero_bias),
+            h: &s.h2,
+            sel: &s.sel,
+            sel_w: &s.sel_w,
+        };
+        let d = ops::router(b.gpu, b.pipes, &bufs, [1, 1, 1])?;
+        b.low
+            .lower(&[FfnNorm, FfnMoeProbs, FfnMoeTopk, FfnMoeWeights]);
+        b.add(d.named(format!("blk.{il}.router")));
+        b.low.leaves(FfnNorm, &s.h2, c.n_embd);
+        b.low.leaves(FfnMoeWeights, &s.sel_w, c.n_expert_used);
+        Ok(())
     }
 
     /// The output head: result norm, the head matvec, two top-k passes.
@@ -384,20 +442,27 @@ impl Lowering<'_> {
                 _pad: 0,
             },
         );
+        b.low.lower(&[ResultNorm]);
         b.push(
             "result_norm".into(),
             Kernel::RmsNorm,
             &[&norm_params, &self.s.x, &w.output_norm, &xn],
             [1, 1, 1],
         )?;
+        b.low.leaves(ResultNorm, &xn, c.n_embd);
+        b.low.lower(&[ResultOutput]);
         b.matvec(&w.output, Mv::plain(&xn, &logits))?;
+        b.low.leaves(ResultOutput, &logits, c.n_vocab);
         let n_vocab = c.n_vocab as u32;
         let topk_params = [true, false].map(|first| {
             let p = super::topk_params(n_vocab, topk_wg, 1, first);
             b.uniform(if first { "topk1" } else { "topk2" }, &p)
         });
-        let pass1 = [&topk_params[0], &logits, &b.dummy, &cand1_v, &cand1_i];
+        let dummy = b.dummy.clone();
+        let pass1 = [&topk_params[0], &logits, &dummy, &cand1_v, &cand1_i];
         let pass2 = [&topk_params[1], &cand1_v, &cand1_i, &cand_v, &cand_i];
+        // Pass 1 keeps each slice's candidates, pass 2 the best of those.
+        b.low.lower(&[Candidates]);
         for (first, bufs, wg, label) in [(1.0, pass1, topk_wg, "topk1"), (0.0, pass2, 1, "topk2")] {
             let d = Dispatch::new(
                 b.gpu,
@@ -407,7 +472,7 @@ impl Lowering<'_> {
                 &bufs,
                 [wg, 1, 1],
             )?;
-            b.out.push(d.named(label));
+            b.add(d.named(label));
         }
         Ok(Head {
             logits,

@@ -1,4 +1,5 @@
-//! The prefill plan: the layer stack over a chunk of up to `ubatch` prompt
+//! The prefill plan: the prefill's lowering of the recipe
+//! (`model::recipe`), the layer stack over a chunk of up to `ubatch` prompt
 //! tokens at once, built once per session next to the decode plan and
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul.wgsl, which dequantizes each weight unit once per tile of 8
@@ -10,10 +11,14 @@
 //! Per MoE block: attn_norm, q_a, q_a_norm, q_b, kv_a, kv_append, k_b,
 //! attention, v_b, attn_output (+ residual), ffn_norm, router logits, router
 //! selection, grouping, experts gate+up, experts down, the weighted sum
-//! (+ residual), shared gate+up, shared down (+ residual). Only the last
-//! token's logits are needed: the engine copies its residual row into the
-//! decode plan and runs the decode plan's output head.
+//! (+ residual), shared gate+up, shared down (+ residual): the norms are
+//! dispatches of their own, since the matmuls read whole rows many times.
+//! Only the last token's logits are needed: the engine copies its residual
+//! row into the decode plan and runs the decode lowering of the head (one
+//! row is what that lowering is for); `head` lowers the head over every
+//! row of a chunk, for perplexity.
 
+use super::lower::{Lowered, Traced};
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
@@ -22,6 +27,7 @@ use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
 use crate::gpu::weights::Matrix;
+use crate::model::recipe::{self, Name, Name::*, Recipe};
 use crate::model::{Config, Model};
 
 /// How one dimension of a dispatch's grid follows the chunk's token count.
@@ -60,6 +66,16 @@ pub struct Prefill {
     group_params: wgpu::Buffer,
     /// RMSNorm params over n_embd-wide chunk rows (layer norms and the head).
     norm_embd: wgpu::Buffer,
+    /// The chunk's output-norm rows (`head`). The router kernel always
+    /// writes a normed copy of x, which the prefill does not need (its
+    /// experts read ffn_norm's rows): it lands here, where nothing reads it
+    /// before the head writes its own rows.
+    result_norm: wgpu::Buffer,
+    /// Per dispatch, the recipe steps it computes.
+    pub covers: Vec<&'static [Name]>,
+    /// The recipe's intermediates the chunk leaves in buffers of their own,
+    /// `len` floats per token (rows of `ubatch`), in dispatch order.
+    pub traced: Vec<Traced>,
 }
 
 /// The output head over every row of a chunk (perplexity wants the logits
@@ -141,7 +157,7 @@ impl Prefill {
     ) -> Result<Head> {
         let c = &model.config;
         let u = self.ubatch;
-        let xn = gpu.scratch_f32("pf.result_norm", &[u, c.n_embd])?;
+        let xn = &self.result_norm;
         let logits = gpu.scratch_f32("pf.logits", &[u, c.n_vocab])?;
         let mut b = Builder {
             gpu,
@@ -151,14 +167,20 @@ impl Prefill {
             identity: &self.identity,
             routed_tiles: &self.routed_tiles,
             routed_order: &self.routed_order,
+            low: Lowered::default(),
         };
+        b.low.lower(&[ResultNorm]);
         b.push(
             "result_norm".into(),
             Kernel::RmsNorm,
-            &[&self.norm_embd, &self.x, &w.output_norm, &xn],
-            [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)],
+            &[&self.norm_embd, &self.x, &w.output_norm, xn],
+            ROWS,
         )?;
-        b.matmul(&w.output, Mm::new(&xn, c.n_embd, &logits, c.n_vocab))?;
+        b.low.lower(&[ResultOutput]);
+        b.matmul(&w.output, Mm::new(xn, c.n_embd, &logits, c.n_vocab))?;
+        let steps = recipe::head();
+        b.low
+            .check("the prefill head", 0, &steps, &[ResultOutput])?;
         let readback = gpu.readback("pf.logits readback", logits.size())?;
         Ok(Head {
             ops: b.ops,
@@ -226,6 +248,7 @@ struct Builder<'a> {
     identity: &'a wgpu::Buffer,
     routed_tiles: &'a wgpu::Buffer,
     routed_order: &'a wgpu::Buffer,
+    low: Lowered,
 }
 
 impl Builder<'_> {
@@ -237,8 +260,15 @@ impl Builder<'_> {
         grid: [Dim; 3],
     ) -> Result<()> {
         let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, [1, 1, 1])?.named(label);
-        self.ops.push(Op { d, grid });
+        self.add(d, grid);
         Ok(())
+    }
+
+    /// Append `d` with its grid, lowering the steps last given to
+    /// `low.lower`.
+    fn add(&mut self, d: Dispatch, grid: [Dim; 3]) {
+        self.ops.push(Op { d, grid });
+        self.low.added();
     }
 
     fn matmul(&mut self, m: &Matrix, v: Mm) -> Result<()> {
@@ -276,14 +306,8 @@ impl Builder<'_> {
             } else {
                 Dim::DenseTiles
             };
-            self.ops.push(Op {
-                d,
-                grid: [
-                    Dim::Fixed(part.rows.div_ceil(MATMUL_ROWS)),
-                    tiles,
-                    Dim::Fixed(v.heads.0),
-                ],
-            });
+            let rows = Dim::Fixed(part.rows.div_ceil(MATMUL_ROWS));
+            self.add(d, [rows, tiles, Dim::Fixed(v.heads.0)]);
         }
         Ok(())
     }
@@ -303,8 +327,10 @@ struct Acts {
     ml: wgpu::Buffer,
     v_heads: wgpu::Buffer,
     h2: wgpu::Buffer,
-    /// The router kernel writes its normed h here; the matmuls read h2.
-    h_router: wgpu::Buffer,
+    /// The output norm's rows (`Prefill::head`), and until the head runs
+    /// the router's normed copy of x, which the prefill's experts do not
+    /// read (they read ffn_norm's rows).
+    result_norm: wgpu::Buffer,
     moe_logits: wgpu::Buffer,
     sel: wgpu::Buffer,
     sel_w: wgpu::Buffer,
@@ -333,7 +359,7 @@ impl Acts {
             ml: s("pf.ml", &[u, c.n_head, 2])?,
             v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
             h2: s("pf.ffn_norm", &[u, c.n_embd])?,
-            h_router: s("pf.router_h", &[u, c.n_embd])?,
+            result_norm: s("pf.result_norm", &[u, c.n_embd])?,
             moe_logits: s("pf.moe_logits", &[u, n_expert.max(1)])?,
             sel: s("pf.sel", &[u, n_used])?,
             sel_w: s("pf.sel_w", &[u, n_used])?,
@@ -439,28 +465,10 @@ pub fn build(
         identity: &identity,
         routed_tiles: &routed_tiles,
         routed_order: &routed_order,
+        low: Lowered::default(),
     };
-    for d in ops::embed(gpu, pipes, &w.token_embd, &a.tokens, &a.x)? {
-        let per_token = Dim::Fixed(d.workgroups[0]);
-        b.ops.push(Op {
-            d,
-            grid: [per_token, Dim::Tokens, Dim::Fixed(1)],
-        });
-    }
-    for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
-        b.attention(c, &a, &p, il, lw, cache)?;
-        b.push(
-            format!("blk.{il}.ffn_norm"),
-            Kernel::RmsNorm,
-            &[&p.norm_embd, &a.x, &lw.ffn_norm, &a.h2],
-            ROWS,
-        )?;
-        match &lw.ffn {
-            FfnWeights::Dense(d) => b.ffn(&a, d, c.n_embd, c.n_ff)?,
-            FfnWeights::Moe(m) => b.moe(c, &a, &p, il, lw, m)?,
-        }
-    }
-    let ops = b.ops;
+    b.layers(c, w, caches, &a, &p)?;
+    let Builder { ops, low, .. } = b;
     Ok(Prefill {
         ubatch,
         ops,
@@ -475,10 +483,54 @@ pub fn build(
         routed_order,
         group_params: p.group,
         norm_embd: p.norm_embd,
+        result_norm: a.result_norm,
+        covers: low.covers,
+        traced: low.traced,
     })
 }
 
 impl Builder<'_> {
+    /// The embedding gather and every block, each checked against its
+    /// recipe.
+    fn layers(
+        &mut self,
+        c: &Config,
+        w: &ResidentWeights,
+        caches: &[wgpu::Buffer],
+        a: &Acts,
+        p: &Uniforms,
+    ) -> Result<()> {
+        let recipe = Recipe::new(c);
+        self.low.lower(&[InpEmbd]);
+        for d in ops::embed(self.gpu, self.pipes, &w.token_embd, &a.tokens, &a.x)? {
+            let per_token = Dim::Fixed(d.workgroups[0]);
+            self.add(d, [per_token, Dim::Tokens, Dim::Fixed(1)]);
+        }
+        self.low.leaves(InpEmbd, &a.x, c.n_embd);
+        self.low
+            .check("the prefill input", 0, &recipe.input, &[InpEmbd])?;
+        for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
+            let start = self.ops.len();
+            self.low.block(Some(il));
+            self.attention(c, a, p, il, lw, cache)?;
+            self.low.lower(&[FfnNorm]);
+            self.push(
+                format!("blk.{il}.ffn_norm"),
+                Kernel::RmsNorm,
+                &[&p.norm_embd, &a.x, &lw.ffn_norm, &a.h2],
+                ROWS,
+            )?;
+            self.low.leaves(FfnNorm, &a.h2, c.n_embd);
+            match &lw.ffn {
+                FfnWeights::Dense(d) => self.ffn(a, d, c.n_embd, c.n_ff, false)?,
+                FfnWeights::Moe(m) => self.moe(c, a, p, il, lw, m)?,
+            }
+            let what = format!("the prefill blk.{il}");
+            self.low.check(&what, start, &recipe.blocks[il], &[LOut])?;
+        }
+        Ok(())
+    }
+
     /// A block's attention half over the chunk: attn_norm, q (q_a, its
     /// norm, q_b; or q), kv_a, kv_append, k_b absorb, attention (one split
     /// per token over its causal prefix), v_b, attn_output (+ residual).
@@ -493,67 +545,111 @@ impl Builder<'_> {
     ) -> Result<()> {
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_qk, n_lat, n_v) = (c.n_embd, c.n_embd_head_qk(), c.n_lora_kv, c.n_embd_head_v);
-        let n_head = c.n_head as u32;
+        let (n_head, n_q) = (c.n_head as u32, c.n_head * n_qk);
         let norm = [&p.norm_embd, &a.x, &lw.attn_norm, &a.xn];
+        self.low.lower(&[AttnNorm]);
         self.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)?;
+        self.low.leaves(AttnNorm, &a.xn, e);
         match &lw.q {
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 let nq = c.n_lora_q;
-                self.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))?;
+                self.lowered(&[QA], &a.qa, nq, |b| {
+                    b.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))
+                })?;
                 let norm = [&p.norm_q, &a.qa, q_a_norm, &a.qan];
-                self.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)?;
-                self.matmul(q_b, Mm::new(&a.qan, nq, &a.q, c.n_head * n_qk))?;
+                self.lowered(&[QANorm], &a.qan, nq, |b| {
+                    b.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)
+                })?;
+                self.lowered(&[Q], &a.q, n_q, |b| {
+                    b.matmul(q_b, Mm::new(&a.qan, nq, &a.q, n_q))
+                })?;
             }
-            QWeights::Direct(wq) => self.matmul(wq, Mm::new(&a.xn, e, &a.q, c.n_head * n_qk))?,
+            QWeights::Direct(wq) => self.lowered(&[Q], &a.q, n_q, |b| {
+                b.matmul(wq, Mm::new(&a.xn, e, &a.q, n_q))
+            })?,
         }
-        self.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))?;
+        self.lowered(&[KvCmprPe], &a.ckv, c.kv_row(), |b| {
+            b.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))
+        })?;
         let append = [&p.kv, &a.steps, &a.ckv, &lw.kv_a_norm, cache];
+        self.low.lower(&[KvCmpr, KPe, CacheK]);
         self.push(name("kv_append"), Kernel::KvAppend, &append, ROWS)?;
         let k_b = Mm {
             heads: (n_head, n_qk, n_lat),
-            ..Mm::new(&a.q, c.n_head * n_qk, &a.q_abs, c.n_head * n_lat)
+            ..Mm::new(&a.q, n_q, &a.q_abs, c.n_head * n_lat)
         };
-        self.matmul(&lw.k_b, k_b)?;
+        self.lowered(&[QNopeAbsorbed], &a.q_abs, c.n_head * n_lat, |b| {
+            b.matmul(&lw.k_b, k_b)
+        })?;
+        // One split per token: its (m + ln l, 1) normalisation leaves kqv.
         let attn = [&p.attn, &a.steps, &a.q_abs, &a.q, cache, &a.o, &a.ml];
         let d = ops::attention(self.gpu, self.pipes, n_lat, &attn, [1, 1, 1])?;
-        self.ops.push(Op {
-            d: d.named(name("attention")),
-            grid: [
-                Dim::Fixed(1),
-                Dim::Fixed(ops::attention_head_blocks(c.n_head)),
-                Dim::Tokens,
-            ],
-        });
+        let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
+        self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
+            b.add(
+                d.named(name("attention")),
+                [Dim::Fixed(1), heads, Dim::Tokens],
+            );
+            Ok(())
+        })?;
         let v_b = Mm {
             heads: (n_head, n_lat, n_v),
             ..Mm::new(&a.o, c.n_head * n_lat, &a.v_heads, c.n_head * n_v)
         };
-        self.matmul(&lw.v_b, v_b)?;
+        self.lowered(&[KqvOut], &a.v_heads, c.n_head * n_v, |b| {
+            b.matmul(&lw.v_b, v_b)
+        })?;
         let out = Mm {
             accum: true,
             ..Mm::new(&a.v_heads, c.n_head * n_v, &a.x, e)
         };
-        self.matmul(&lw.attn_output, out)
+        self.lowered(&[AttnOut, FfnInp], &a.x, e, |b| {
+            b.matmul(&lw.attn_output, out)
+        })
     }
 
-    /// A dense (or shared-expert) FFN over the normed rows: gate+up, down
-    /// (+ residual).
-    fn ffn(&mut self, a: &Acts, d: &GateUpDown, e: usize, n_ff: usize) -> Result<()> {
+    /// Dispatches `add` adds lower `steps` and leave the last of them in
+    /// `buf`, `len` floats per token.
+    fn lowered(
+        &mut self,
+        steps: &'static [Name],
+        buf: &wgpu::Buffer,
+        len: usize,
+        add: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        self.low.lower(steps);
+        add(self)?;
+        if let Some(&last) = steps.last() {
+            self.low.leaves(last, buf, len);
+        }
+        Ok(())
+    }
+
+    /// A dense (or, `shared`, the shared expert's) FFN over the normed
+    /// rows: gate+up, down (+ residual).
+    fn ffn(&mut self, a: &Acts, d: &GateUpDown, e: usize, n_ff: usize, shared: bool) -> Result<()> {
         let gate_up = Mm {
             gate_up: true,
             ..Mm::new(&a.h2, e, &a.act, n_ff)
         };
-        self.matmul(&d.gate_up, gate_up)?;
+        self.lowered(&[FfnGate, FfnUp, FfnSwiglu], &a.act, n_ff, |b| {
+            b.matmul(&d.gate_up, gate_up)
+        })?;
         let down = Mm {
             accum: true,
             ..Mm::new(&a.act, n_ff, &a.x, e)
         };
-        self.matmul(&d.down, down)
+        let steps: &'static [Name] = match shared {
+            true => &[FfnShexp, FfnOut, LOut],
+            false => &[FfnOut, LOut],
+        };
+        self.lowered(steps, &a.x, e, |b| b.matmul(&d.down, down))
     }
 
     /// A MoE block's FFN over the chunk: router logits, selection, the
     /// tokens' assignments grouped by expert, routed gate+up and down over
-    /// the groups' tiles, their weighted sum (+ residual), the shared expert.
+    /// the groups' tiles, their weighted sum (+ residual), the shared
+    /// expert.
     fn moe(
         &mut self,
         c: &Config,
@@ -564,29 +660,30 @@ impl Builder<'_> {
         m: &MoeWeights,
     ) -> Result<()> {
         let n_used = c.n_expert_used.max(1);
-        let MoeWeights {
-            gate_inp,
-            exp_probs_b,
-            gate_up_exps,
-            down_exps,
-            shared,
-        } = m;
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_ff) = (c.n_embd, c.n_ff_exp);
-        self.matmul(gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))?;
-        let bias = exp_probs_b.as_ref().unwrap_or(&a.zero_bias);
-        let router = [
-            &p.router,
-            &a.x,
-            &lw.ffn_norm,
-            &a.moe_logits,
-            bias,
-            &a.h_router,
-            &a.sel,
-            &a.sel_w,
-        ];
-        self.push(name("router"), Kernel::Router, &router, ROWS)?;
+        self.lowered(&[FfnMoeLogits], &a.moe_logits, c.n_expert, |b| {
+            b.matmul(&m.gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))
+        })?;
+        let router = ops::RouterBuffers {
+            params: &p.router,
+            x: &a.x,
+            norm: &lw.ffn_norm,
+            logits: &a.moe_logits,
+            bias: m.exp_probs_b.as_ref().unwrap_or(&a.zero_bias),
+            h: &a.result_norm,
+            sel: &a.sel,
+            sel_w: &a.sel_w,
+        };
+        let d = ops::router(self.gpu, self.pipes, &router, [1, 1, 1])?;
+        let steps = &[FfnMoeProbs, FfnMoeTopk, FfnMoeWeights];
+        self.lowered(steps, &a.sel_w, n_used, |b| {
+            b.add(d.named(name("router")), ROWS);
+            Ok(())
+        })?;
+        // The lowering's own step: each expert's tokens as tiles.
         let group = [&p.group, &a.sel, self.routed_order, self.routed_tiles];
+        self.low.lower(&[]);
         self.push(
             name("moe_group"),
             Kernel::MoeGroup,
@@ -599,22 +696,37 @@ impl Builder<'_> {
             x_div: n_used as u32,
             ..Mm::new(&a.h2, e, &a.act_r, n_ff)
         };
-        self.matmul(gate_up_exps, gate_up)?;
+        let steps = &[FfnMoeGate, FfnMoeUp, FfnMoeSwiglu];
+        self.lowered(steps, &a.act_r, n_used * n_ff, |b| {
+            b.matmul(&m.gate_up_exps, gate_up)
+        })?;
         let down = Mm {
             routed: true,
             ..Mm::new(&a.act_r, n_ff, &a.part, e)
         };
-        self.matmul(down_exps, down)?;
+        self.lowered(&[FfnMoeDown], &a.part, n_used * e, |b| {
+            b.matmul(&m.down_exps, down)
+        })?;
         let grid = [
             Dim::Fixed((e as u32).div_ceil(ops::MOE_SUM_WG)),
             Dim::Tokens,
             Dim::Fixed(1),
         ];
         let sum = [&p.sum, &a.part, &a.sel_w, &a.x];
+        // The weighted sum adds into the residual; the shared expert's
+        // down adds the rest.
+        let steps: &'static [Name] = match m.shared {
+            Some(_) => &[FfnMoeWeighted, FfnMoeOut],
+            None => &[FfnMoeWeighted, FfnMoeOut, LOut],
+        };
+        self.low.lower(steps);
         self.push(name("moe_sum"), Kernel::MoeSum, &sum, grid)?;
-        match shared {
-            Some(sh) => self.ffn(a, sh, e, c.n_ff_exp * c.n_expert_shared),
-            None => Ok(()),
+        match &m.shared {
+            Some(sh) => self.ffn(a, sh, e, c.n_ff_exp * c.n_expert_shared, true),
+            None => {
+                self.low.leaves(LOut, &a.x, e);
+                Ok(())
+            }
         }
     }
 }
