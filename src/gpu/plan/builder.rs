@@ -10,7 +10,7 @@ use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
 use crate::gpu::weights::Matrix;
 
-use super::lower::Lowered;
+use super::lower::{Lowered, Lowers};
 
 pub(super) struct Builder<'a> {
     pub(super) gpu: &'a Gpu,
@@ -63,6 +63,12 @@ impl<'a> Mv<'a> {
             add: None,
             ahead: None,
         }
+    }
+}
+
+impl Lowers for Builder<'_> {
+    fn low(&mut self) -> &mut Lowered {
+        &mut self.low
     }
 }
 

@@ -7,7 +7,7 @@
 //! that feed them.
 
 use super::builder::{Builder, Mv};
-use super::lower::Lowered;
+use super::lower::{Lowered, Lowers};
 use super::{BlockRange, Io, Plan, MAX_CANDIDATES};
 use crate::error::Result;
 use crate::gpu::context::Gpu;
@@ -16,7 +16,7 @@ use crate::gpu::ops::{self, Dispatch, MatvecMode};
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
-use crate::model::recipe::{Name::*, Recipe};
+use crate::model::recipe::{Name, Name::*, Recipe};
 use crate::model::{Config, Model};
 
 /// Buffers every layer writes and reads again, and the layers' uniforms.
@@ -197,29 +197,23 @@ impl Lowering<'_> {
         };
         let n_q = c.n_head * c.n_embd_head_qk();
         match &lw.q {
-            QWeights::Lora { q_a, .. } => {
-                b.low.lower(&[AttnNorm, QA]);
-                b.matvec(q_a, normed(&s.qa))?;
-                b.low.leaves(QA, &s.qa, c.n_lora_q);
-            }
+            QWeights::Lora { q_a, .. } => b.lowered(&[AttnNorm, QA], &s.qa, c.n_lora_q, |b| {
+                b.matvec(q_a, normed(&s.qa))
+            })?,
             QWeights::Direct(wq) => {
-                b.low.lower(&[AttnNorm, Q]);
-                b.matvec(wq, normed(&s.q))?;
-                b.low.leaves(Q, &s.q, n_q);
+                b.lowered(&[AttnNorm, Q], &s.q, n_q, |b| b.matvec(wq, normed(&s.q)))?
             }
         }
-        b.low.lower(&[AttnNorm, KvCmprPe]);
-        b.matvec(&lw.kv_a_mqa, normed(&ckv))?;
-        b.low.leaves(KvCmprPe, &ckv, c.kv_row());
+        b.lowered(&[AttnNorm, KvCmprPe], &ckv, c.kv_row(), |b| {
+            b.matvec(&lw.kv_a_mqa, normed(&ckv))
+        })?;
         if let QWeights::Lora { q_a_norm, q_b, .. } = &lw.q {
             let mv = Mv {
                 norm: Some(q_a_norm),
                 ahead: Some(&ckv),
                 ..Mv::plain(&s.qa, &s.q)
             };
-            b.low.lower(&[QANorm, Q]);
-            b.matvec(q_b, mv)?;
-            b.low.leaves(Q, &s.q, n_q);
+            b.lowered(&[QANorm, Q], &s.q, n_q, |b| b.matvec(q_b, mv))?;
         }
         b.low.lower(&[KvCmpr, KPe, CacheK]);
         b.push(
@@ -235,10 +229,10 @@ impl Lowering<'_> {
             y_stride: c.n_lora_kv as u32,
             ..Mv::plain(&s.q, &s.q_abs)
         };
-        b.low.lower(&[QNopeAbsorbed]);
-        b.matvec(&lw.k_b, k_b)?;
-        b.low
-            .leaves(QNopeAbsorbed, &s.q_abs, c.n_head * c.n_lora_kv);
+        let n_abs = c.n_head * c.n_lora_kv;
+        b.lowered(&[QNopeAbsorbed], &s.q_abs, n_abs, |b| {
+            b.matvec(&lw.k_b, k_b)
+        })?;
         self.attend(il, cache)?;
         let (s, b) = (&self.s, &mut self.b);
         // v_b merges the attention splits of its head as it reads them.
@@ -248,17 +242,16 @@ impl Lowering<'_> {
             y_stride: c.n_embd_head_v as u32,
             ..Mv::plain(&s.o_part, &s.v_heads)
         };
-        b.low.lower(&[KqvOut]);
-        b.matvec(&lw.v_b, v_b)?;
-        b.low.leaves(KqvOut, &s.v_heads, c.n_head * c.n_embd_head_v);
+        b.lowered(&[KqvOut], &s.v_heads, c.n_head * c.n_embd_head_v, |b| {
+            b.matvec(&lw.v_b, v_b)
+        })?;
         let out = Mv {
             accum: true,
             ..Mv::plain(&s.v_heads, &s.x)
         };
-        b.low.lower(&[AttnOut, FfnInp]);
-        b.matvec(&lw.attn_output, out)?;
-        b.low.leaves(FfnInp, &s.x, c.n_embd);
-        Ok(())
+        b.lowered(&[AttnOut, FfnInp], &s.x, c.n_embd, |b| {
+            b.matvec(&lw.attn_output, out)
+        })
     }
 
     /// The attention itself, into per-split partials: the all-heads kernel
@@ -306,20 +299,13 @@ impl Lowering<'_> {
     /// A dense block's feed-forward: gate+up (ffn_norm fused), down (+ residual).
     fn dense_ffn(&mut self, lw: &LayerWeights, d: &GateUpDown) -> Result<()> {
         let (c, s, b) = (self.c, &self.s, &mut self.b);
-        b.low.lower(&[FfnNorm, FfnGate, FfnUp, FfnSwiglu]);
-        b.matvec(
-            &d.gate_up,
-            gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &s.act),
-        )?;
-        b.low.leaves(FfnSwiglu, &s.act, c.n_ff);
+        let mv = gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &s.act);
+        b.lowered(NORMED_SWIGLU, &s.act, c.n_ff, |b| b.matvec(&d.gate_up, mv))?;
         let down = Mv {
             accum: true,
             ..Mv::plain(&s.act, &s.x)
         };
-        b.low.lower(&[FfnOut, LOut]);
-        b.matvec(&d.down, down)?;
-        b.low.leaves(LOut, &s.x, c.n_embd);
-        Ok(())
+        b.lowered(&[FfnOut, LOut], &s.x, c.n_embd, |b| b.matvec(&d.down, down))
     }
 
     /// A MoE block's feed-forward. Pairs run side by side: router logits ∥
@@ -341,16 +327,14 @@ impl Lowering<'_> {
             norm: Some(&lw.ffn_norm),
             ..Mv::plain(&s.x, &s.moe_logits)
         };
-        b.low.lower(&[FfnNorm, FfnMoeLogits]);
-        b.matvec(&m.gate_inp, logits)?;
-        b.low.leaves(FfnMoeLogits, &s.moe_logits, n_expert);
+        b.lowered(&[FfnNorm, FfnMoeLogits], &s.moe_logits, n_expert, |b| {
+            b.matvec(&m.gate_inp, logits)
+        })?;
         if let Some(sh) = &m.shared {
-            b.low.lower(&[FfnNorm, FfnGate, FfnUp, FfnSwiglu]);
-            b.matvec(
-                &sh.gate_up,
-                gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &sh_act),
-            )?;
-            b.low.leaves(FfnSwiglu, &sh_act, n_ff_sh);
+            let mv = gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &sh_act);
+            b.lowered(NORMED_SWIGLU, &sh_act, n_ff_sh, |b| {
+                b.matvec(&sh.gate_up, mv)
+            })?;
         }
         self.route(il, lw, m)?;
         let (s, b) = (&self.s, &mut self.b);
@@ -363,17 +347,17 @@ impl Lowering<'_> {
                     ahead: Some(&sh_act),
                     ..routed
                 };
-                b.low.lower(routed_steps);
-                b.matvec(&m.gate_up_exps, ahead)?;
-                b.low.leaves(FfnMoeSwiglu, &s.act, n_used * n_ff_exp);
-                b.low.lower(&[FfnShexp]);
-                b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))?;
-                b.low.leaves(FfnShexp, &sh_out, c.n_embd);
+                b.lowered(routed_steps, &s.act, n_used * n_ff_exp, |b| {
+                    b.matvec(&m.gate_up_exps, ahead)
+                })?;
+                b.lowered(&[FfnShexp], &sh_out, c.n_embd, |b| {
+                    b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))
+                })?;
             }
             None => {
-                b.low.lower(routed_steps);
-                b.matvec(&m.gate_up_exps, routed)?;
-                b.low.leaves(FfnMoeSwiglu, &s.act, n_used * n_ff_exp);
+                b.lowered(routed_steps, &s.act, n_used * n_ff_exp, |b| {
+                    b.matvec(&m.gate_up_exps, routed)
+                })?;
             }
         }
         let down = Mv {
@@ -381,21 +365,18 @@ impl Lowering<'_> {
             sel,
             slots: n_used as u32,
             x_stride: (n_ff_exp / 4) as u32,
-            add: Some(if m.shared.is_some() {
-                &sh_out
-            } else {
-                &s.zero_x
+            add: Some(match m.shared {
+                Some(_) => &sh_out,
+                None => &s.zero_x,
             }),
             accum: true,
             ..Mv::plain(&s.act, &s.x)
         };
-        b.low.lower(match m.shared {
+        let steps: &'static [_] = match m.shared {
             Some(_) => &[FfnMoeDown, FfnMoeWeighted, FfnMoeOut, FfnOut, LOut],
             None => &[FfnMoeDown, FfnMoeWeighted, FfnMoeOut, LOut],
-        });
-        b.matvec(&m.down_exps, down)?;
-        b.low.leaves(LOut, &s.x, c.n_embd);
-        Ok(())
+        };
+        b.lowered(steps, &s.x, c.n_embd, |b| b.matvec(&m.down_exps, down))
     }
 
     /// The router selection; it also writes the normed h the routed experts
@@ -442,17 +423,13 @@ impl Lowering<'_> {
                 _pad: 0,
             },
         );
-        b.low.lower(&[ResultNorm]);
-        b.push(
-            "result_norm".into(),
-            Kernel::RmsNorm,
-            &[&norm_params, &self.s.x, &w.output_norm, &xn],
-            [1, 1, 1],
-        )?;
-        b.low.leaves(ResultNorm, &xn, c.n_embd);
-        b.low.lower(&[ResultOutput]);
-        b.matvec(&w.output, Mv::plain(&xn, &logits))?;
-        b.low.leaves(ResultOutput, &logits, c.n_vocab);
+        let norm = [&norm_params, &self.s.x, &w.output_norm, &xn];
+        b.lowered(&[ResultNorm], &xn, c.n_embd, |b| {
+            b.push("result_norm".into(), Kernel::RmsNorm, &norm, [1, 1, 1])
+        })?;
+        b.lowered(&[ResultOutput], &logits, c.n_vocab, |b| {
+            b.matvec(&w.output, Mv::plain(&xn, &logits))
+        })?;
         let n_vocab = c.n_vocab as u32;
         let topk_params = [true, false].map(|first| {
             let p = super::topk_params(n_vocab, topk_wg, 1, first);
@@ -483,6 +460,10 @@ impl Lowering<'_> {
         })
     }
 }
+
+/// A gate+up matvec with ffn_norm fused: a dense block's or the shared
+/// expert's gate, up and their product.
+const NORMED_SWIGLU: &[Name] = &[FfnNorm, FfnGate, FfnUp, FfnSwiglu];
 
 /// A gate+up matvec (silu(gate)·up) of x into y.
 fn gate_up<'a>(

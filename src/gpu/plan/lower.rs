@@ -6,6 +6,28 @@
 use crate::error::{Error, Result};
 use crate::model::recipe::{self, Name, Step};
 
+/// A plan builder that records its lowering.
+pub(super) trait Lowers: Sized {
+    fn low(&mut self) -> &mut Lowered;
+
+    /// The dispatches `add` adds compute `steps` (fused, in order) and
+    /// leave the last of them in `buf`, `len` floats per token.
+    fn lowered(
+        &mut self,
+        steps: &'static [Name],
+        buf: &wgpu::Buffer,
+        len: usize,
+        add: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        self.low().lower(steps);
+        add(self)?;
+        if let Some(&last) = steps.last() {
+            self.low().leaves(last, buf, len);
+        }
+        Ok(())
+    }
+}
+
 /// A recipe intermediate a plan leaves in `buf` (`len` floats per token),
 /// readable once the plan's first `after` dispatches have run and until
 /// the next one that writes `buf`.

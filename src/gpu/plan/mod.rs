@@ -69,12 +69,19 @@ pub struct Plan {
     pub short: Vec<Dispatch>,
     pub blocks: Vec<BlockRange>,
     /// Where the output head (result norm, head matvec, top-k) starts in
-    /// `dispatches`: prefill runs it after its own layer stack.
+    /// `dispatches`.
     pub head_start: usize,
     pub io: Io,
 }
 
 impl Plan {
+    /// The decode lowering of the output head, over the row in `io.x`. A
+    /// prefill's last token runs it too (one row is what this lowering is
+    /// for): the engine copies that token's residual row into `io.x`.
+    pub fn head(&self) -> &[Dispatch] {
+        &self.dispatches[self.head_start..]
+    }
+
     /// The dispatches of a token that attends over `n_pos` positions.
     pub fn at(&self, n_pos: usize) -> &[Dispatch] {
         if n_pos <= ops::SHORT_ATTENTION_MAX {

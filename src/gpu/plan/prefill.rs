@@ -18,7 +18,7 @@
 //! row is what that lowering is for); `head` lowers the head over every
 //! row of a chunk, for perplexity.
 
-use super::lower::{Lowered, Traced};
+use super::lower::{Lowered, Lowers, Traced};
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
@@ -249,6 +249,12 @@ struct Builder<'a> {
     routed_tiles: &'a wgpu::Buffer,
     routed_order: &'a wgpu::Buffer,
     low: Lowered,
+}
+
+impl Lowers for Builder<'_> {
+    fn low(&mut self) -> &mut Lowered {
+        &mut self.low
+    }
 }
 
 impl Builder<'_> {
@@ -513,14 +519,10 @@ impl Builder<'_> {
             let start = self.ops.len();
             self.low.block(Some(il));
             self.attention(c, a, p, il, lw, cache)?;
-            self.low.lower(&[FfnNorm]);
-            self.push(
-                format!("blk.{il}.ffn_norm"),
-                Kernel::RmsNorm,
-                &[&p.norm_embd, &a.x, &lw.ffn_norm, &a.h2],
-                ROWS,
-            )?;
-            self.low.leaves(FfnNorm, &a.h2, c.n_embd);
+            let norm = [&p.norm_embd, &a.x, &lw.ffn_norm, &a.h2];
+            self.lowered(&[FfnNorm], &a.h2, c.n_embd, |b| {
+                b.push(format!("blk.{il}.ffn_norm"), Kernel::RmsNorm, &norm, ROWS)
+            })?;
             match &lw.ffn {
                 FfnWeights::Dense(d) => self.ffn(a, d, c.n_embd, c.n_ff, false)?,
                 FfnWeights::Moe(m) => self.moe(c, a, p, il, lw, m)?,
@@ -547,9 +549,9 @@ impl Builder<'_> {
         let (e, n_qk, n_lat, n_v) = (c.n_embd, c.n_embd_head_qk(), c.n_lora_kv, c.n_embd_head_v);
         let (n_head, n_q) = (c.n_head as u32, c.n_head * n_qk);
         let norm = [&p.norm_embd, &a.x, &lw.attn_norm, &a.xn];
-        self.low.lower(&[AttnNorm]);
-        self.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)?;
-        self.low.leaves(AttnNorm, &a.xn, e);
+        self.lowered(&[AttnNorm], &a.xn, e, |b| {
+            b.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)
+        })?;
         match &lw.q {
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 let nq = c.n_lora_q;
@@ -606,23 +608,6 @@ impl Builder<'_> {
         self.lowered(&[AttnOut, FfnInp], &a.x, e, |b| {
             b.matmul(&lw.attn_output, out)
         })
-    }
-
-    /// Dispatches `add` adds lower `steps` and leave the last of them in
-    /// `buf`, `len` floats per token.
-    fn lowered(
-        &mut self,
-        steps: &'static [Name],
-        buf: &wgpu::Buffer,
-        len: usize,
-        add: impl FnOnce(&mut Self) -> Result<()>,
-    ) -> Result<()> {
-        self.low.lower(steps);
-        add(self)?;
-        if let Some(&last) = steps.last() {
-            self.low.leaves(last, buf, len);
-        }
-        Ok(())
     }
 
     /// A dense (or, `shared`, the shared expert's) FFN over the normed
