@@ -475,6 +475,26 @@ pub fn check(steps: &[Step], covers: &[&[Name]], wanted: &[Name]) -> Result<(), 
     Ok(())
 }
 
+/// Whether a dispatch computing `covers` may read the matrix `tensor`
+/// (named without `blk.N.` and `.weight`): the weight of one of those
+/// steps, or a gate and its up merged into one matrix as llama.cpp names
+/// the merged tensor (`ffn_gate_up_exps`), both steps being there.
+pub fn reads(steps: &[Step], covers: &[Name], tensor: &str) -> bool {
+    let weights: Vec<Weight> = covers
+        .iter()
+        .filter_map(|n| steps.iter().find(|s| s.out == *n)?.weight)
+        .collect();
+    let merged = |gate: Weight, up: Weight| {
+        let g = gate.name();
+        g.contains("gate")
+            && g.replacen("gate", "up", 1) == up.name()
+            && g.replacen("gate", "gate_up", 1) == tensor
+    };
+    weights
+        .iter()
+        .any(|&w| w.name() == tensor || weights.iter().any(|&u| merged(w, u)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,5 +583,21 @@ mod tests {
         assert!(check(&h, &unknown, &[])
             .unwrap_err()
             .contains("no step makes"));
+    }
+
+    #[test]
+    fn a_dispatch_reads_its_steps_weights_or_gate_and_up_merged() {
+        let b = block(Kind {
+            q_lora: true,
+            ffn: FfnKind::Moe { shared: true },
+        });
+        assert!(reads(&b, &[AttnNorm, QA], "attn_q_a"));
+        assert!(!reads(&b, &[AttnNorm, QA], "attn_q_b"));
+        let gate_up = [FfnMoeGate, FfnMoeUp, FfnMoeSwiglu];
+        assert!(reads(&b, &gate_up, "ffn_gate_up_exps"));
+        assert!(!reads(&b, &gate_up[..1], "ffn_gate_up_exps"));
+        assert!(reads(&b, &[FfnGate, FfnUp], "ffn_gate_up_shexp"));
+        assert!(!reads(&b, &[FfnGate, FfnUp], "ffn_gate_up"));
+        assert!(!reads(&b, &[FfnMoeLogits], "ffn_up_inp"));
     }
 }

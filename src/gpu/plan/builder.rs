@@ -91,8 +91,8 @@ impl Builder<'_> {
 
     /// Append `d`, lowering the steps last given to `low.lower`.
     pub(super) fn add(&mut self, d: Dispatch) {
+        self.low.added(&d);
         self.out.push(d);
-        self.low.added();
     }
 
     /// The buffers at binding 2 (g) and 4, 5 (sel, sel_w) of a matvec,

@@ -4,6 +4,8 @@
 //! recipe, for tracing.
 
 use crate::error::{Error, Result};
+use crate::gpu::kernels::Kernel;
+use crate::gpu::ops::Dispatch;
 use crate::model::recipe::{self, Name, Step};
 
 /// A plan builder that records its lowering.
@@ -60,6 +62,9 @@ pub(super) struct Lowered {
     layer: Option<usize>,
     /// Per dispatch, in recording order: the recipe steps it computes.
     pub(super) covers: Vec<&'static [Name]>,
+    /// Per dispatch, the weight matrix it reads, if any, as its label
+    /// names it (`attn_q_a`, without `blk.N.`).
+    matrices: Vec<Option<String>>,
     pub(super) traced: Vec<Traced>,
 }
 
@@ -74,9 +79,16 @@ impl Lowered {
         self.layer = layer;
     }
 
-    /// A dispatch was added.
-    pub(super) fn added(&mut self) {
+    /// `d` was added to the plan.
+    pub(super) fn added(&mut self, d: &Dispatch) {
         self.covers.push(self.now);
+        // The kernels that read a weight matrix label their dispatch with
+        // its name.
+        let matrix = matches!(
+            d.kernel,
+            Kernel::Matvec(_) | Kernel::Matmul(_) | Kernel::Embed(_)
+        );
+        self.matrices.push(matrix.then(|| d.op().to_string()));
     }
 
     /// `buf` holds `name` once the dispatches added so far have run.
@@ -99,7 +111,16 @@ impl Lowered {
         steps: &[Step],
         wanted: &[Name],
     ) -> Result<()> {
-        recipe::check(steps, &self.covers[from..], wanted)
-            .map_err(|e| Error::Gpu(format!("internal: {what} does not lower its recipe: {e}")))
+        let err = |e| Error::Gpu(format!("internal: {what} does not lower its recipe: {e}"));
+        recipe::check(steps, &self.covers[from..], wanted).map_err(err)?;
+        let dispatches = self.covers.iter().zip(&self.matrices).skip(from);
+        for (i, (covers, m)) in dispatches.enumerate() {
+            if let Some(m) = m.as_deref().filter(|m| !recipe::reads(steps, covers, m)) {
+                return Err(err(format!(
+                    "dispatch {i} reads {m}, the weight of none of its steps"
+                )));
+            }
+        }
+        Ok(())
     }
 }

@@ -273,8 +273,8 @@ impl Builder<'_> {
     /// Append `d` with its grid, lowering the steps last given to
     /// `low.lower`.
     fn add(&mut self, d: Dispatch, grid: [Dim; 3]) {
+        self.low.added(&d);
         self.ops.push(Op { d, grid });
-        self.low.added();
     }
 
     fn matmul(&mut self, m: &Matrix, v: Mm) -> Result<()> {
