@@ -61,7 +61,7 @@ pub(super) struct Lowered {
     now: &'static [Name],
     layer: Option<usize>,
     /// Per dispatch, in recording order: the recipe steps it computes.
-    pub(super) covers: Vec<&'static [Name]>,
+    covers: Vec<&'static [Name]>,
     /// Per dispatch, the weight matrix it reads, if any, as its label
     /// names it (`attn_q_a`, without `blk.N.`).
     matrices: Vec<Option<String>>,

@@ -71,8 +71,6 @@ pub struct Prefill {
     /// experts read ffn_norm's rows): it lands here, where nothing reads it
     /// before the head writes its own rows.
     result_norm: wgpu::Buffer,
-    /// Per dispatch, the recipe steps it computes.
-    pub covers: Vec<&'static [Name]>,
     /// The recipe's intermediates the chunk leaves in buffers of their own,
     /// `len` floats per token (rows of `ubatch`), in dispatch order.
     pub traced: Vec<Traced>,
@@ -490,7 +488,6 @@ pub fn build(
         group_params: p.group,
         norm_embd: p.norm_embd,
         result_norm: a.result_norm,
-        covers: low.covers,
         traced: low.traced,
     })
 }
