@@ -32,6 +32,9 @@ pub enum Name {
     /// block's `l_out` (llama.cpp's `inpL`).
     Inp,
     AttnNorm,
+    /// q's low-rank projection and its norm (llama.cpp calls these `q`
+    /// too; glmw's names tell the three apart, as the reference's trace
+    /// does).
     QA,
     QANorm,
     Q,
@@ -221,7 +224,8 @@ pub enum Op {
     /// has one), ties to the lower index.
     TopK,
     /// The probabilities of the chosen experts, renormalised and scaled as
-    /// the model says.
+    /// the model says (llama.cpp's ffn_moe_weights, _norm and _scaled in
+    /// one).
     ExpertWeights,
     /// Each expert's output times its weight.
     Weighted,
