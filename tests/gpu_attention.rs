@@ -573,9 +573,9 @@ fn router_matches_reference() {
                 .storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
                 .unwrap();
             let bufs = ops::RouterBuffers {
-                params: &pb,
+                p: &pb,
                 x: &xb,
-                norm: &gb,
+                g: &gb,
                 logits: &wb,
                 bias: &bb,
                 h: &hb,

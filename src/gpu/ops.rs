@@ -582,16 +582,17 @@ impl RouterParams {
     }
 }
 
-/// Buffers of one router dispatch (router.wgsl's bindings, in order).
+/// Buffers of one router dispatch, named as router.wgsl names its
+/// bindings.
 pub struct RouterBuffers<'a> {
-    pub params: &'a wgpu::Buffer,
+    pub p: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
     /// ffn_norm's gain.
-    pub norm: &'a wgpu::Buffer,
+    pub g: &'a wgpu::Buffer,
     pub logits: &'a wgpu::Buffer,
     /// The selection bias (zeros where the model has none).
     pub bias: &'a wgpu::Buffer,
-    /// The kernel writes RMSNorm(x) · norm here.
+    /// The kernel writes RMSNorm(x) · g here.
     pub h: &'a wgpu::Buffer,
     pub sel: &'a wgpu::Buffer,
     pub sel_w: &'a wgpu::Buffer,
@@ -604,7 +605,7 @@ pub fn router(
     b: &RouterBuffers,
     workgroups: [u32; 3],
 ) -> Result<Dispatch> {
-    let bufs = [b.params, b.x, b.norm, b.logits, b.bias, b.h, b.sel, b.sel_w];
+    let bufs = [b.p, b.x, b.g, b.logits, b.bias, b.h, b.sel, b.sel_w];
     Dispatch::new(gpu, pipes, Kernel::Router, &[], &bufs, workgroups)
 }
 

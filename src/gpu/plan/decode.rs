@@ -384,9 +384,9 @@ impl Lowering<'_> {
     fn route(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
         let (c, s, b) = (self.c, &self.s, &mut self.b);
         let bufs = ops::RouterBuffers {
-            params: &s.router_params,
+            p: &s.router_params,
             x: &s.x,
-            norm: &lw.ffn_norm,
+            g: &lw.ffn_norm,
             logits: &s.moe_logits,
             bias: m.exp_probs_b.as_ref().unwrap_or(&s.zero_bias),
             h: &s.h2,

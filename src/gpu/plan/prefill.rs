@@ -648,9 +648,9 @@ impl Builder<'_> {
             b.matmul(&m.gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))
         })?;
         let router = ops::RouterBuffers {
-            params: &p.router,
+            p: &p.router,
             x: &a.x,
-            norm: &lw.ffn_norm,
+            g: &lw.ffn_norm,
             logits: &a.moe_logits,
             bias: m.exp_probs_b.as_ref().unwrap_or(&a.zero_bias),
             h: &a.result_norm,
