@@ -1,17 +1,25 @@
 //! Validates every kernel in shaders/ with naga, once per reduction prelude
 //! (subgroup and shared-memory), and translates each pairing to MSL and
 //! SPIR-V, so a shader that would fail on Metal or Vulkan fails the build on
-//! any machine, with the kernel's own file:line.
+//! any machine, with the kernel's own file:line. From the same modules it
+//! generates the kernel table src/gpu/kernels.rs includes (build/emit.rs):
+//! bindings, overrides and struct layouts come from the WGSL, not from
+//! hand-kept lists.
 
 use std::path::{Path, PathBuf};
 
-use naga::back::{msl, spv};
-use naga::valid::{Capabilities, ValidationFlags, Validator};
+use naga::valid::Capabilities;
 
-struct Prelude {
-    file: &'static str,
-    caps: Capabilities,
-}
+#[path = "build/emit.rs"]
+mod emit;
+#[path = "build/source.rs"]
+mod source;
+#[path = "build/table.rs"]
+mod table;
+
+use source::{Prelude, Source};
+
+include!("build/manifest.rs");
 
 const PRELUDES: [Prelude; 2] = [
     Prelude {
@@ -25,29 +33,17 @@ const PRELUDES: [Prelude; 2] = [
     },
 ];
 
-include!("src/gpu/manifest.rs");
-
 fn main() {
     let dir = Path::new("shaders");
     println!("cargo:rerun-if-changed=shaders");
-    println!("cargo:rerun-if-changed=src/gpu/manifest.rs");
+    println!("cargo:rerun-if-changed=build");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let mut failures = orphans(dir);
-    for prelude in &PRELUDES {
-        let pre_src = std::fs::read_to_string(dir.join(prelude.file)).expect("prelude exists");
-        for k in KERNELS {
-            let mut src = String::new();
-            let mut files = Vec::new();
-            for part in k.parts {
-                let text = std::fs::read_to_string(dir.join(part))
-                    .unwrap_or_else(|e| panic!("shaders/{part} (kernel {}): {e}", k.name));
-                files.push((format!("shaders/{part}"), text.lines().count() + 1));
-                src.push_str(&text);
-                src.push('\n');
-            }
-            if let Err(msg) = check(&pre_src, prelude, &src, &files, k, &out_dir) {
-                failures.push(msg);
-            }
+    let mut tables = Vec::new();
+    for k in KERNELS {
+        match check(dir, k, &out_dir) {
+            Ok(t) => tables.push((k, t)),
+            Err(e) => failures.extend(e),
         }
     }
     if !failures.is_empty() {
@@ -58,6 +54,32 @@ fn main() {
             "{} shader check(s) failed; see the messages above",
             failures.len()
         );
+    }
+    std::fs::write(out_dir.join("kernel_table.rs"), emit::generate(&tables))
+        .expect("write OUT_DIR");
+}
+
+/// Validate and translate `k` with each prelude; its table comes from the
+/// first pairing (preludes declare no bindings, overrides or structs).
+fn check(dir: &Path, k: &KernelDef, out_dir: &Path) -> Result<table::Table, Vec<String>> {
+    let mut failures = Vec::new();
+    let mut found = None;
+    for prelude in &PRELUDES {
+        let src = Source::new(dir, k, prelude);
+        let checked = src.parse().and_then(|(module, info)| {
+            src.translate(&module, &info, out_dir)?;
+            if found.is_none() {
+                found = Some(table::read(&src, &module)?);
+            }
+            Ok(())
+        });
+        if let Err(e) = checked {
+            failures.push(e);
+        }
+    }
+    match found {
+        Some(t) if failures.is_empty() => Ok(t),
+        _ => Err(failures),
     }
 }
 
@@ -75,124 +97,9 @@ fn orphans(dir: &Path) -> Vec<String> {
             && !KERNELS.iter().any(|k| k.parts.contains(&name.as_str()))
         {
             out.push(format!(
-                "shaders/{name}: not used by any kernel in src/gpu/manifest.rs"
+                "shaders/{name}: not used by any kernel in build/manifest.rs"
             ));
         }
     }
     out
-}
-
-/// Every combination of the kernel's override values.
-fn override_sets(k: &KernelDef) -> Vec<naga::back::PipelineConstants> {
-    let mut sets = vec![naga::back::PipelineConstants::default()];
-    for (name, values) in k.overrides {
-        sets = sets
-            .into_iter()
-            .flat_map(|s| {
-                values.iter().map(move |v| {
-                    let mut s = s.clone();
-                    s.insert(name.to_string(), *v);
-                    s
-                })
-            })
-            .collect();
-    }
-    sets
-}
-
-/// Parse + validate + translate one (prelude, kernel) pairing, the
-/// translation once per combination of override values.
-fn check(
-    pre: &str,
-    prelude: &Prelude,
-    kernel: &str,
-    files: &[(String, usize)],
-    k: &KernelDef,
-    out_dir: &Path,
-) -> Result<(), String> {
-    // The prelude goes after the kernel so that kernel line numbers in naga's
-    // messages are the files' own; WGSL module declarations are order-free.
-    let src = format!("{kernel}\n{pre}");
-    let name = k.name;
-    let locate = |line: usize| -> String {
-        let mut first = 1;
-        for (file, n) in files {
-            if line < first + n {
-                return format!("{file}:{} (kernel {name})", line + 1 - first);
-            }
-            first += n;
-        }
-        format!(
-            "shaders/{}:{} (prelude, kernel {name})",
-            prelude.file,
-            line + 1 - first
-        )
-    };
-    let module = naga::front::wgsl::parse_str(&src).map_err(|e| {
-        let line = e
-            .location(&src)
-            .map(|l| l.line_number as usize)
-            .unwrap_or(0);
-        format!(
-            "{}: error: {}\n{}",
-            locate(line),
-            e.message(),
-            e.emit_to_string_with_path(&src, name)
-        )
-    })?;
-    let info = Validator::new(ValidationFlags::all(), prelude.caps)
-        .validate(&module)
-        .map_err(|e| {
-            let line = e
-                .location(&src)
-                .map(|l| l.line_number as usize)
-                .unwrap_or(0);
-            format!(
-                "{}: error: validation with {} failed: {}\n{}",
-                locate(line),
-                prelude.file,
-                e.as_inner(),
-                e.emit_to_string_with_path(&src, name)
-            )
-        })?;
-    let variant = prelude
-        .file
-        .trim_start_matches("prelude_")
-        .trim_end_matches(".wgsl");
-    for (i, consts) in override_sets(k).iter().enumerate() {
-        let (module, info) =
-            naga::back::pipeline_constants::process_overrides(&module, &info, None, consts)
-                .map_err(|e| format!("{name}: error: override processing {consts:?}: {e}"))?;
-        let stem = format!("{name}.{variant}.{i}");
-        let msl_opts = msl::Options {
-            lang_version: (2, 4),
-            ..Default::default()
-        };
-        let (msl_src, _) =
-            msl::write_string(&module, &info, &msl_opts, &msl::PipelineOptions::default())
-                .map_err(|e| {
-                    format!(
-                        "{name}: error: MSL translation with {} {consts:?}: {e}",
-                        prelude.file
-                    )
-                })?;
-        std::fs::write(out_dir.join(format!("{stem}.metal")), msl_src).expect("write OUT_DIR");
-        let spv_opts = spv::Options {
-            lang_version: (1, 3),
-            ..Default::default()
-        };
-        let words = spv::write_vec(&module, &info, &spv_opts, None).map_err(|e| {
-            format!(
-                "{name}: error: SPIR-V translation with {} {consts:?}: {e}",
-                prelude.file
-            )
-        })?;
-        std::fs::write(out_dir.join(format!("{stem}.spv")), bytemuck_words(&words))
-            .expect("write OUT_DIR");
-    }
-    Ok(())
-}
-
-fn bytemuck_words(w: &[u32]) -> Vec<u8> {
-    w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

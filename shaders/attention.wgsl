@@ -35,11 +35,15 @@
 // on whatever q_abs follows (bounds-checked) and are never written.
 
 const WG: u32 = 256u;
+/// host: gpu::ops::ATTENTION_TILE
 const TILE: u32 = 32u;
 // invocations per position in the scores
 const J: u32 = WG / TILE;
-// heads per workgroup, five vec4s
+/// Heads per workgroup, five vec4s.
+/// host: gpu::ops::ATTENTION_HEADS
 const HB: u32 = 20u;
+/// host: gpu::ops::MAX_ROPE
+const MAX_ROPE: u32 = 64u;
 // Finite "minus infinity": exp(NEG - m) underflows to 0 without NaNs.
 const NEG: f32 = -3.0e38;
 
@@ -70,8 +74,8 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
 // Roped q_pe of the block's heads: head k's dims 4w .. 4w + 4 at 16k + w
-// (n_rot <= ops::MAX_ROPE = 64: 16 vec4s per head, HB heads).
-var<workgroup> qr: array<vec4<f32>, 320>;
+// (n_rot <= MAX_ROPE).
+var<workgroup> qr: array<vec4<f32>, HB * MAX_ROPE / 4u>;
 // Per-head values, [head / 4] rows of 5 vec4s: the tile's scores, then
 // probabilities ([buffer][position], from 0), the rescale of each head's
 // running sums ([buffer], from CORR) and finally 1 / l (at INV_L).

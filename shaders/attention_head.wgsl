@@ -50,10 +50,14 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> o: array<vec2<f32>>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
-// The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache words.
-// (ops::MAX_LATENT + 2 · ops::MAX_ROPE) / 2 pairs: room for the host's
-// widest row with rope up to 128 (the host checks 64).
-var<workgroup> qs: array<vec2<f32>, 320>;
+/// host: gpu::ops::MAX_LATENT
+const MAX_LATENT: u32 = 512u;
+/// host: gpu::ops::MAX_ROPE
+const MAX_ROPE: u32 = 64u;
+
+// The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache
+// words: room for the host's widest row with rope up to twice MAX_ROPE.
+var<workgroup> qs: array<vec2<f32>, (MAX_LATENT + 2u * MAX_ROPE) / 2u>;
 var<workgroup> probs: array<f32, TILE>;
 // Value partials of every invocation (two vec4 each), summed over groups.
 var<workgroup> partial: array<vec4<f32>, 2u * WG>;

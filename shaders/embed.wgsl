@@ -12,6 +12,7 @@
 // Invocation (u, t) owns unit u of token t's row: one unit_load, eight vec4
 // stores.
 
+/// host: gpu::ops::EMBED_WG
 const WG: u32 = 64u;
 
 alias Unit = array<vec4<f32>, 8>;

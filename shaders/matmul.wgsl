@@ -29,8 +29,12 @@ const WG: u32 = 256u;
 const TPR: u32 = 4u;
 // Weight rows per invocation.
 const RPI: u32 = 4u;
-// Rows of x per tile; ops::MATMUL_TILE on the host.
+/// Rows of x per tile.
+/// host: gpu::ops::MATMUL_TILE
 const TOK: u32 = 8u;
+/// Weight rows per workgroup.
+/// host: gpu::ops::MATMUL_ROWS
+const ROWS: u32 = RPI * WG / TPR;
 
 alias Unit = array<vec4<f32>, 8>;
 
@@ -145,7 +149,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     if tile.z == 0u {
         return;
     }
-    let r = wid.x * (RPI * WG / TPR) + ids.lid / TPR;
+    let r = wid.x * ROWS + ids.lid / TPR;
     let t = ids.lid % TPR;
     let m = tile.x + wid.z;
 

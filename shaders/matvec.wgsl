@@ -34,8 +34,12 @@
 //           splits (flash-decoding combine) into shared memory first
 //           (n_kv / 4 <= 128 vec4s, n_slot <= 128 splits).
 
-// ops::MATVEC_WG on the host.
+/// host: gpu::ops::MATVEC_WG
 const WG: u32 = 128u;
+/// host: gpu::ops::MAX_LATENT
+const MAX_LATENT: u32 = 512u;
+/// host: gpu::ops::MAX_SPLITS
+const MAX_SPLITS: u32 = 128u;
 
 // A dequantized weight unit: weights 4i .. 4i + 4 in element i.
 alias Unit = array<vec4<f32>, 8>;
@@ -71,11 +75,10 @@ struct Params {
 @group(0) @binding(4) var<storage, read> sel: array<u32>;
 @group(0) @binding(5) var<storage, read> sel_w: array<f32>;
 
-// COMBINE: the head's merged attention output (n_kv <= 512), the splits'
-// weights (at most 128 splits, ops::MAX_SPLITS) and the invocation groups'
-// partial sums.
-var<workgroup> xs: array<vec4<f32>, 128>;
-var<workgroup> split_w: array<f32, 128>;
+// COMBINE: the head's merged attention output (n_kv <= MAX_LATENT), the
+// splits' weights and the invocation groups' partial sums.
+var<workgroup> xs: array<vec4<f32>, MAX_LATENT / 4u>;
+var<workgroup> split_w: array<f32, MAX_SPLITS>;
 var<workgroup> merge_part: array<vec4<f32>, WG>;
 
 // NORM: Σx² of the x vec4s this invocation has read. The TPR invocations

@@ -12,6 +12,7 @@
 // i, i + WG, …; invocation 0 does the prefix sums over experts.
 
 const WG: u32 = 256u;
+/// host: gpu::ops::ROUTER_MAX_EXPERT
 const MAX_EXPERT: u32 = 512u;
 
 struct Params {

@@ -7,7 +7,7 @@
 // Dispatch: (ceil(n / WG), tokens, 1); invocation i of workgroup (x, t)
 // owns y[t·n + x·WG + i].
 
-// ops::MOE_SUM_WG on the host.
+/// host: gpu::ops::MOE_SUM_WG
 const WG: u32 = 256u;
 
 struct Params {

@@ -15,6 +15,7 @@
 // probabilities once every invocation holds its own in registers.
 
 const WG: u32 = 256u;
+/// host: gpu::ops::ROUTER_MAX_EXPERT
 const MAX_EXPERT: u32 = 512u;
 // experts per invocation
 const EPT: u32 = MAX_EXPERT / WG;

@@ -15,7 +15,7 @@ pub use model::{mean_sd, model, ModelReport, ModelSpec, TestRun};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::gpu::ops::Dispatch;
+use crate::gpu::ops::{Dispatch, ReadBandwidthBindings};
 use crate::gpu::profile::Timer;
 use crate::gpu::{Gpu, Kernel, Pipelines};
 
@@ -127,14 +127,12 @@ pub fn read_bandwidth(gpu: &Gpu) -> Result<f64> {
             _pad: [0; 3],
         },
     );
-    let d = Dispatch::new(
-        gpu,
-        &pipes,
-        Kernel::ReadBandwidth,
-        &[],
-        &[&params, &src, &out],
-        [n_wg, 1, 1],
-    )?;
+    let bufs = ReadBandwidthBindings {
+        p: &params,
+        src: &src,
+        out: &out,
+    };
+    let d = Dispatch::new(gpu, &pipes, Kernel::ReadBandwidth, &bufs, [n_wg, 1, 1])?;
     let one = std::slice::from_ref(&d);
     let mut t = Vec::new();
     match Timer::new(gpu) {
@@ -161,9 +159,9 @@ pub fn read_bandwidth(gpu: &Gpu) -> Result<f64> {
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct ReadParams {
-    n_vec4: u32,
-    _pad: [u32; 3],
+pub(crate) struct ReadParams {
+    pub(crate) n_vec4: u32,
+    pub(crate) _pad: [u32; 3],
 }
 
 /// Each dispatch of block `layer` (default: the first MoE block) and of the

@@ -79,8 +79,14 @@ fn kv_append_matches_reference() {
             let step_b = gpu
                 .storage("step", bytemuck::bytes_of(&Step::new(0, &[])))
                 .unwrap();
-            let bufs = [&pb, &step_b, &ckv_b, &gb, &cache];
-            let d = Dispatch::new(gpu, pipes, Kernel::KvAppend, &[], &bufs, [1, 1, 1]).unwrap();
+            let bufs = ops::KvAppendBindings {
+                p: &pb,
+                steps: &step_b,
+                ckv: &ckv_b,
+                g: &gb,
+                cache: &cache,
+            };
+            let d = Dispatch::new(gpu, pipes, Kernel::KvAppend, &bufs, [1, 1, 1]).unwrap();
             let mut want = vec![None; n_ctx];
             // Out of order, with a gap: only row `pos` may be written.
             for pos in [3usize, 0, 5, 1] {
@@ -212,9 +218,7 @@ fn combine_spec(s: &Mla, n_slot: u32) -> ops::MatvecSpec {
     ops::MatvecSpec {
         format: Format::F32,
         mode: ops::MatvecMode::Plain,
-        norm: false,
         accum: false,
-        combine: true,
         params: ops::MatvecParams {
             rows: s.n_kv as u32,
             units: (s.n_kv / 32) as u32,
@@ -349,17 +353,33 @@ fn attention_and_combine_match_f64_softmax() {
                 );
                 let d1 = if kernel == Kernel::Attention {
                     let grid = [stride, ops::attention_head_blocks(s.n_head), 1];
-                    let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
+                    let bufs = ops::AttentionBindings {
+                        p: &ap,
+                        steps: &step,
+                        q_abs: &qab,
+                        q: &qb,
+                        cache: &cache,
+                        o: &o,
+                        ml: &ml,
+                    };
                     ops::attention(gpu, pipes, s.n_kv, &bufs, grid)
                 } else {
-                    let bufs = [&hp, &step, &qab, &qb, &cache, &o, &ml];
+                    let bufs = ops::AttentionHeadBindings {
+                        p: &hp,
+                        steps: &step,
+                        q_abs: &qab,
+                        q: &qb,
+                        cache: &cache,
+                        o: &o,
+                        ml: &ml,
+                    };
                     let grid = [stride, s.n_head as u32, 1];
-                    Dispatch::new(gpu, pipes, kernel, &[], &bufs, grid)
+                    Dispatch::new(gpu, pipes, kernel, &bufs, grid)
                 };
                 let bufs = ops::MatvecBuffers {
                     params: &mvp,
                     x: &o,
-                    g: &ml,
+                    g: ops::MatvecSide::Splits(&ml),
                     y: &out,
                     sel: &ids0,
                     sel_w: &ids0,
@@ -457,7 +477,15 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
             };
             let (o, ml) = (nan(heads * s.n_kv + 1), nan(heads * 2 + 1));
             let grid = [1, ops::attention_head_blocks(s.n_head), n_tok as u32];
-            let bufs = [&ap, &step, &qab, &qb, &cache, &o, &ml];
+            let bufs = ops::AttentionBindings {
+                p: &ap,
+                steps: &step,
+                q_abs: &qab,
+                q: &qb,
+                cache: &cache,
+                o: &o,
+                ml: &ml,
+            };
             ops::run(
                 gpu,
                 &[ops::attention(gpu, pipes, s.n_kv, &bufs, grid).unwrap()],
@@ -572,7 +600,7 @@ fn router_matches_reference() {
             let sb = gpu
                 .storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
                 .unwrap();
-            let bufs = ops::RouterBuffers {
+            let bufs = ops::RouterBindings {
                 p: &pb,
                 x: &xb,
                 g: &gb,
@@ -582,7 +610,7 @@ fn router_matches_reference() {
                 sel: &sb,
                 sel_w: &swb,
             };
-            let d = ops::router(gpu, pipes, &bufs, [1, 1, 1]).unwrap();
+            let d = Dispatch::new(gpu, pipes, Kernel::Router, &bufs, [1, 1, 1]).unwrap();
             ops::run(gpu, &[d]).unwrap();
             let tag = format!(
                 "{:?} router case {ci} ({ne} experts, top {k}, {:?})",
@@ -677,22 +705,23 @@ fn topk_two_passes_match_sort() {
             let cidx = gpu
                 .storage("ci", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
                 .unwrap();
-            let d1 = Dispatch::new(
-                gpu,
-                pipes,
-                Kernel::TopK,
-                &[("FIRST", 1.0)],
-                &[&pb1, &vb, &unused, &c1v, &c1i],
-                [n_wg, 1, 1],
-            );
-            let d2 = Dispatch::new(
-                gpu,
-                pipes,
-                Kernel::TopK,
-                &[("FIRST", 0.0)],
-                &[&pb2, &c1v, &c1i, &cv, &cidx],
-                [1, 1, 1],
-            );
+            let pass1 = ops::TopkBindings {
+                p: &pb1,
+                in_v: &vb,
+                in_i: &unused,
+                out_v: &c1v,
+                out_i: &c1i,
+            };
+            let pass2 = ops::TopkBindings {
+                p: &pb2,
+                in_v: &c1v,
+                in_i: &c1i,
+                out_v: &cv,
+                out_i: &cidx,
+            };
+            let first = |first| ops::TopkOverrides { first };
+            let d1 = Dispatch::with(gpu, pipes, Kernel::TopK, &first(true), &pass1, [n_wg, 1, 1]);
+            let d2 = Dispatch::with(gpu, pipes, Kernel::TopK, &first(false), &pass2, [1, 1, 1]);
             ops::run(gpu, &[d1.unwrap(), d2.unwrap()]).unwrap();
             let tag = format!("{:?} topk n={n} n_wg={n_wg} k={k}", pipes.variant);
             let got = |vb: &wgpu::Buffer, ib: &wgpu::Buffer, m: usize| -> Vec<(f32, u32)> {

@@ -8,7 +8,11 @@
 
 mod common;
 
-use glmw::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
+use glmw::gpu::kernels::Bind;
+use glmw::gpu::ops::{
+    self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSide, MatvecSpec,
+    RmsNormBindings,
+};
 use glmw::gpu::{repack, Format, Kernel};
 use glmw::reference::ops as cpu;
 
@@ -67,15 +71,13 @@ fn rms_norm_matches_reference() {
             let yb = gpu
                 .storage("y", bytemuck::cast_slice(&vec![f32::NAN; n * rows + TAIL]))
                 .unwrap();
-            let bufs = [&pb, &xb, &gb, &yb];
-            let d = Dispatch::new(
-                gpu,
-                pipes,
-                Kernel::RmsNorm,
-                &[],
-                &bufs,
-                ops::grid(rows as u32),
-            );
+            let bufs = RmsNormBindings {
+                p: &pb,
+                x: &xb,
+                g: &gb,
+                y: &yb,
+            };
+            let d = Dispatch::new(gpu, pipes, Kernel::RmsNorm, &bufs, ops::grid(rows as u32));
             ops::run(gpu, &[d.unwrap()]).unwrap();
             let y = gpu.read_f32(&yb, n * rows + TAIL).unwrap();
             assert!(
@@ -258,9 +260,7 @@ fn check(c: &Case, seed: u64) -> f64 {
     };
     let spec = MatvecSpec {
         format: c.fmt,
-        combine: false,
         mode: c.mode,
-        norm: c.norm,
         accum: c.accum,
         params,
         slots: c.slots as u32,
@@ -276,7 +276,11 @@ fn check(c: &Case, seed: u64) -> f64 {
         let bufs = MatvecBuffers {
             params: &pb,
             x: &xb,
-            g: &gb,
+            g: match (c.norm, c.mode) {
+                (true, _) => MatvecSide::Norm(&gb),
+                (false, MatvecMode::WeightedSum) => MatvecSide::Add(&gb),
+                (false, _) => MatvecSide::Unread(&gb),
+            },
             y: &yb,
             sel: &sb,
             sel_w: &swb,
@@ -571,4 +575,78 @@ fn embed_gathers_rows_of_every_format() {
             }
         }
     }
+}
+
+/// The kernel table build.rs generates from the WGSL: bindings in slot
+/// order with the uniform params first, names unique, every host-set
+/// override with at least one value.
+#[test]
+fn kernel_table_is_consistent() {
+    let mut names = std::collections::HashSet::new();
+    for k in Kernel::ALL {
+        let info = k.info();
+        assert!(names.insert(info.name), "{} twice", info.name);
+        let slots: Vec<u32> = info.bindings.iter().map(|b| b.slot).collect();
+        assert!(
+            slots.windows(2).all(|w| w[0] < w[1]),
+            "{}: {slots:?}",
+            info.name
+        );
+        let first = &info.bindings[0];
+        assert_eq!(
+            (first.slot, first.name, first.bind),
+            (0, "p", Bind::Uniform)
+        );
+        assert!(info.overrides.iter().all(|(_, v)| !v.is_empty()));
+        let params = info.structs.iter().find(|s| s.wgsl == "Params");
+        assert!(params.is_some_and(|s| s.size % 16 == 0), "{}", info.name);
+    }
+}
+
+/// Buffers or override values that do not fit the kernel are an error when
+/// the dispatch is built, never a wrong pipeline.
+#[test]
+fn dispatch_rejects_what_the_table_does_not_allow() {
+    let gpu = common::gpu();
+    let pipes = &common::pipelines()[0];
+    let b = gpu.scratch_f32("any", &[64]).unwrap();
+    let norm = RmsNormBindings {
+        p: &b,
+        x: &b,
+        g: &b,
+        y: &b,
+    };
+    let err = |r: glmw::Result<Dispatch>| r.err().map(|e| e.to_string()).unwrap_or_default();
+    let mv = Kernel::Matvec(Format::F32);
+    let wrong_kernel = Dispatch::new(gpu, pipes, mv, &norm, [1, 1, 1]);
+    assert!(err(wrong_kernel).contains("rms_norm.wgsl"));
+    let two = [b.clone(), b.clone()];
+    let o = ops::MatvecOverrides {
+        mode: 0,
+        norm: false,
+        accum: false,
+        tpr: 32,
+        combine: false,
+    };
+    let (pb, yb) = (
+        gpu.uniform("p", &MatvecParams::default()),
+        gpu.scratch_f32("y", &[64]).unwrap(),
+    );
+    let mut bufs = ops::MatvecBindings {
+        p: &pb,
+        x: &b,
+        g: &b,
+        y: &yb,
+        sel: &b,
+        sel_w: &b,
+        weights: &two,
+    };
+    let wrong_count = Dispatch::with(gpu, pipes, mv, &o, &bufs, [1, 1, 1]);
+    assert!(err(wrong_count).contains("weight arrays"));
+    bufs.weights = &two[..1];
+    assert!(err(Dispatch::new(gpu, pipes, mv, &bufs, [1, 1, 1])).contains("overrides"));
+    let untranslated = ops::MatvecOverrides { tpr: 64, ..o };
+    let r = Dispatch::with(gpu, pipes, mv, &untranslated, &bufs, [1, 1, 1]);
+    assert!(err(r).contains("TPR=64"));
+    assert!(Dispatch::with(gpu, pipes, mv, &o, &bufs, [1, 1, 1]).is_ok());
 }

@@ -10,7 +10,9 @@
 
 mod common;
 
-use glmw::gpu::ops::{self, Dispatch, MatmulBuffers, MatmulParams, MATMUL_ROWS, MATMUL_TILE};
+use glmw::gpu::ops::{
+    self, Dispatch, MatmulBindings, MatmulOverrides, MatmulParams, MATMUL_ROWS, MATMUL_TILE,
+};
 use glmw::gpu::{Format, Kernel, Pipelines};
 
 /// Matmul vs f64 dot products over the dequantized weights: f32
@@ -179,16 +181,19 @@ fn check(
     let pb = gpu.uniform("p", &params);
     let xb = gpu.storage("x", bytemuck::cast_slice(x)).unwrap();
     let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
-    let bufs = MatmulBuffers {
-        params: &pb,
+    let bufs = MatmulBindings {
+        p: &pb,
         x: &xb,
         y: &yb,
         tiles: &t.tiles,
         order: &t.order,
-        unused: &t.tiles,
         weights: wbufs,
     };
-    let mut d = ops::matmul(gpu, pipes, c.fmt, c.gate_up, c.accum, &bufs).unwrap();
+    let o = MatmulOverrides {
+        gate_up: c.gate_up,
+        accum: c.accum,
+    };
+    let mut d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
     d.workgroups = [
         (c.rows as u32).div_ceil(MATMUL_ROWS),
         t.n_tiles,
@@ -376,14 +381,13 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
             bytemuck::cast_slice(&vec![u32::MAX; 4 * max_tiles as usize]),
         )
         .unwrap();
-    let d = Dispatch::new(
-        gpu,
-        pipes,
-        Kernel::MoeGroup,
-        &[],
-        &[&gp, &sb, &order, &tiles],
-        [1, 1, 1],
-    );
+    let bufs = ops::MoeGroupBindings {
+        p: &gp,
+        sel: &sb,
+        order: &order,
+        tiles: &tiles,
+    };
+    let d = Dispatch::new(gpu, pipes, Kernel::MoeGroup, &bufs, [1, 1, 1]);
     ops::run(gpu, &[d.unwrap()]).unwrap();
     let tag = format!("{:?} moe_group {n_assign} over {n_expert}", pipes.variant);
 
@@ -453,15 +457,14 @@ fn moe_sum(pipes: &Pipelines, n_used: usize, part: &[f32], sel_w: &[f32], y0: &[
     let partb = gpu.storage("part", bytemuck::cast_slice(part)).unwrap();
     let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w)).unwrap();
     let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
-    let wg = [(n as u32).div_ceil(256), n_tok as u32, 1];
-    let d = Dispatch::new(
-        gpu,
-        pipes,
-        Kernel::MoeSum,
-        &[],
-        &[&pb, &partb, &wb, &yb],
-        wg,
-    );
+    let wg = [(n as u32).div_ceil(ops::MOE_SUM_WG), n_tok as u32, 1];
+    let bufs = ops::MoeSumBindings {
+        p: &pb,
+        part: &partb,
+        sel_w: &wb,
+        y: &yb,
+    };
+    let d = Dispatch::new(gpu, pipes, Kernel::MoeSum, &bufs, wg);
     ops::run(gpu, &[d.unwrap()]).unwrap();
     let y = gpu.read_f32(&yb, y0.len()).unwrap();
     let tag = format!("{:?} moe_sum n={n} n_used={n_used}", pipes.variant);

@@ -6,7 +6,6 @@ pub mod barriers;
 mod buffers;
 pub mod context;
 pub mod kernels;
-mod manifest;
 pub mod ops;
 pub mod repack;
 

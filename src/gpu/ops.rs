@@ -1,10 +1,19 @@
-//! Host side of each kernel: its `#[repr(C)]` params struct (mirrored field
-//! for field by the WGSL `struct Params`) and a constructor for its
-//! `Dispatch` — pipeline, bind group and workgroup count, built once and
-//! replayed into a compute pass as often as needed.
+//! Host side of each kernel: its `#[repr(C)]` params struct (the WGSL
+//! `struct Params` field for field: build.rs checks offsets, types and size
+//! at compile time) and a constructor for its `Dispatch` — pipeline, bind
+//! group and workgroup count, built once and replayed into a compute pass
+//! as often as needed. The limits host and shaders share live here, each
+//! with its reason; a WGSL constant that is one of them says so
+//! (`/// host: gpu::ops::NAME`) and build.rs checks the two are equal.
 
 use super::context::Gpu;
-use super::kernels::{Bind, Consts, Format, Kernel, Pipelines};
+pub use super::kernels::{
+    AttentionBindings, AttentionHeadBindings, AttentionOverrides, EmbedBindings, KvAppendBindings,
+    MatmulBindings, MatmulOverrides, MatvecBindings, MatvecOverrides, MoeGroupBindings,
+    MoeSumBindings, ReadBandwidthBindings, RmsNormBindings, RouterBindings, TopkBindings,
+    TopkOverrides,
+};
+use super::kernels::{Bind, Bindings, Format, Kernel, Overrides, Pipelines};
 use crate::error::{Error, Result};
 use crate::model::{Config, Gating};
 
@@ -27,23 +36,44 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
-    /// Bind `buffers` in order (binding 0, 1, …) for kernel `k` built with
-    /// the override values `consts`.
+    /// Kernel `k` (one without host-set overrides) over the buffers `b`.
     pub fn new(
         gpu: &Gpu,
         pipes: &Pipelines,
         k: Kernel,
-        consts: Consts<'_>,
-        buffers: &[&wgpu::Buffer],
+        b: &dyn Bindings,
         workgroups: [u32; 3],
     ) -> Result<Dispatch> {
-        let pipeline = pipes.get(gpu, k, consts)?;
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
+        Dispatch::build(gpu, pipes, k, None, b, workgroups)
+    }
+
+    /// Kernel `k` built with the override values `o`, over the buffers `b`.
+    pub fn with(
+        gpu: &Gpu,
+        pipes: &Pipelines,
+        k: Kernel,
+        o: &dyn Overrides,
+        b: &dyn Bindings,
+        workgroups: [u32; 3],
+    ) -> Result<Dispatch> {
+        Dispatch::build(gpu, pipes, k, Some(o), b, workgroups)
+    }
+
+    fn build(
+        gpu: &Gpu,
+        pipes: &Pipelines,
+        k: Kernel,
+        o: Option<&dyn Overrides>,
+        b: &dyn Bindings,
+        workgroups: [u32; 3],
+    ) -> Result<Dispatch> {
+        let bound = k.bind(b)?;
+        let pipeline = pipes.get(gpu, k, o)?;
+        let entries: Vec<wgpu::BindGroupEntry> = bound
             .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
+            .map(|&(slot, buf, _)| wgpu::BindGroupEntry {
+                binding: slot,
+                resource: buf.as_entire_binding(),
             })
             .collect();
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -56,11 +86,7 @@ impl Dispatch {
             return Err(Error::Gpu(format!("binding buffers for {}: {e}", k.name())));
         }
         gpu.count_object();
-        let uses = buffers
-            .iter()
-            .zip(k.bindings())
-            .map(|(b, &a)| ((*b).clone(), a))
-            .collect();
+        let uses = bound.iter().map(|&(_, buf, a)| (buf.clone(), a)).collect();
         Ok(Dispatch {
             kernel: k,
             label: k.name().to_string(),
@@ -187,24 +213,46 @@ pub fn matvec_tpr(units: u32) -> u32 {
 pub struct MatvecSpec {
     pub format: Format,
     pub mode: MatvecMode,
-    pub norm: bool,
     pub accum: bool,
-    /// Merge attention splits into x first (MODE 0, attn_v_b).
-    pub combine: bool,
     pub params: MatvecParams,
     /// Batch slots (z) for Plain and GateUp.
     pub slots: u32,
 }
 
-/// Buffers of one matvec dispatch, in binding order after params.
+/// What matvec.wgsl's binding `g` holds: one vector whose meaning the
+/// pipeline's overrides pick, so the variant sets NORM and COMBINE.
+#[derive(Clone, Copy)]
+pub enum MatvecSide<'a> {
+    /// NORM: x is RMS-normed and multiplied by this weight first.
+    Norm(&'a wgpu::Buffer),
+    /// COMBINE (Plain, attn_v_b): the attention splits' (m, l) pairs; x
+    /// holds the splits' partial outputs, merged first.
+    Splits(&'a wgpu::Buffer),
+    /// WeightedSum: the vector added to every output row.
+    Add(&'a wgpu::Buffer),
+    /// Read by none of those: any buffer (a plan binds one a later dispatch
+    /// reads, so its barrier falls here: `plan::builder`).
+    Unread(&'a wgpu::Buffer),
+}
+
+impl<'a> MatvecSide<'a> {
+    fn buffer(self) -> &'a wgpu::Buffer {
+        match self {
+            MatvecSide::Norm(b) | MatvecSide::Splits(b) | MatvecSide::Add(b) => b,
+            MatvecSide::Unread(b) => b,
+        }
+    }
+}
+
+/// Buffers of one matvec dispatch (binding `g` by what it holds).
 pub struct MatvecBuffers<'a> {
     pub params: &'a wgpu::Buffer,
     pub x: &'a wgpu::Buffer,
-    /// The norm weight, or with `combine` the splits' (m, l) pairs (any
-    /// small buffer otherwise).
-    pub g: &'a wgpu::Buffer,
+    pub g: MatvecSide<'a>,
     pub y: &'a wgpu::Buffer,
+    /// Selected matrices (GateUp, WeightedSum); any buffer otherwise.
     pub sel: &'a wgpu::Buffer,
+    /// Their weights (WeightedSum); any buffer otherwise.
     pub sel_w: &'a wgpu::Buffer,
     /// The weight arrays the format binds (one or two).
     pub weights: &'a [wgpu::Buffer],
@@ -217,31 +265,46 @@ pub struct MatvecBuffers<'a> {
 const COMBINE_ROWS: u32 = 64;
 
 pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
-    let tpr = if s.combine {
+    let combine = matches!(b.g, MatvecSide::Splits(_));
+    if (s.mode == MatvecMode::WeightedSum) != matches!(b.g, MatvecSide::Add(_))
+        || (combine && s.mode != MatvecMode::Plain)
+    {
+        return Err(Error::Gpu(format!(
+            "internal: a {:?} matvec cannot take that g (a weighted sum, and only it, adds a vector; only a plain one merges splits)",
+            s.mode
+        )));
+    }
+    let tpr = if combine {
         MATVEC_WG / COMBINE_ROWS
     } else {
         matvec_tpr(s.params.units)
     };
-    let mode = match s.mode {
-        MatvecMode::Plain => 0.0,
-        MatvecMode::GateUp => 1.0,
-        MatvecMode::WeightedSum => 2.0,
+    let o = MatvecOverrides {
+        mode: match s.mode {
+            MatvecMode::Plain => 0,
+            MatvecMode::GateUp => 1,
+            MatvecMode::WeightedSum => 2,
+        },
+        norm: matches!(b.g, MatvecSide::Norm(_)),
+        accum: s.accum,
+        tpr,
+        combine,
     };
-    let consts = [
-        ("MODE", mode),
-        ("NORM", s.norm as u32 as f64),
-        ("ACCUM", s.accum as u32 as f64),
-        ("TPR", tpr as f64),
-        ("COMBINE", s.combine as u32 as f64),
-    ];
-    let mut bufs = vec![b.params, b.x, b.g, b.y, b.sel, b.sel_w];
-    bufs.extend(b.weights.iter());
+    let bindings = MatvecBindings {
+        p: b.params,
+        x: b.x,
+        g: b.g.buffer(),
+        y: b.y,
+        sel: b.sel,
+        sel_w: b.sel_w,
+        weights: b.weights,
+    };
     let mut wg = grid(s.params.rows.div_ceil(MATVEC_WG / tpr));
     wg[2] = match s.mode {
         MatvecMode::WeightedSum => 1,
         _ => s.slots,
     };
-    Dispatch::new(gpu, pipes, Kernel::Matvec(s.format), &consts, &bufs, wg)
+    Dispatch::with(gpu, pipes, Kernel::Matvec(s.format), &o, &bindings, wg)
 }
 
 // ---- embedding gather --------------------------------------------------
@@ -277,10 +340,14 @@ pub fn embed(
             _pad: 0,
         };
         let pb = gpu.uniform("token_embd", &p);
-        let mut bufs = vec![&pb, tokens, x, tokens, tokens, tokens];
-        bufs.extend(part.buffers.iter());
+        let bufs = EmbedBindings {
+            p: &pb,
+            tokens,
+            x,
+            weights: &part.buffers,
+        };
         let wg = [m.units.div_ceil(EMBED_WG), 1, 1];
-        let d = Dispatch::new(gpu, pipes, Kernel::Embed(m.format), &[], &bufs, wg)?;
+        let d = Dispatch::new(gpu, pipes, Kernel::Embed(m.format), &bufs, wg)?;
         out.push(d.named("token_embd"));
     }
     Ok(out)
@@ -290,7 +357,8 @@ pub fn embed(
 
 /// Rows of x per matmul tile (shaders/matmul.wgsl `TOK`).
 pub const MATMUL_TILE: u32 = 8;
-/// Weight rows per matmul workgroup (RPI · WG / TPR).
+/// Weight rows per matmul workgroup (shaders/matmul.wgsl `ROWS`: RPI · WG
+/// / TPR).
 pub const MATMUL_ROWS: u32 = 256;
 
 #[repr(C)]
@@ -309,42 +377,16 @@ pub struct MatmulParams {
 }
 const _: () = assert!(std::mem::size_of::<MatmulParams>() % 16 == 0);
 
-/// Buffers of one matmul dispatch, in binding order after params.
-pub struct MatmulBuffers<'a> {
-    pub params: &'a wgpu::Buffer,
-    pub x: &'a wgpu::Buffer,
-    pub y: &'a wgpu::Buffer,
-    pub tiles: &'a wgpu::Buffer,
-    pub order: &'a wgpu::Buffer,
-    /// Bound at the unused binding 5 (any buffer).
-    pub unused: &'a wgpu::Buffer,
-    pub weights: &'a [wgpu::Buffer],
-}
-
 /// A matmul dispatch; its workgroup count is set per chunk
 /// (`[row tiles, tiles, heads]`).
 pub fn matmul(
     gpu: &Gpu,
     pipes: &Pipelines,
     format: Format,
-    gate_up: bool,
-    accum: bool,
-    b: &MatmulBuffers,
+    o: MatmulOverrides,
+    b: &MatmulBindings,
 ) -> Result<Dispatch> {
-    let consts = [
-        ("GATE_UP", gate_up as u32 as f64),
-        ("ACCUM", accum as u32 as f64),
-    ];
-    let mut bufs = vec![b.params, b.x, b.y, b.tiles, b.order, b.unused];
-    bufs.extend(b.weights.iter());
-    Dispatch::new(
-        gpu,
-        pipes,
-        Kernel::Matmul(format),
-        &consts,
-        &bufs,
-        [1, 1, 1],
-    )
+    Dispatch::with(gpu, pipes, Kernel::Matmul(format), &o, b, [1, 1, 1])
 }
 
 #[repr(C)]
@@ -409,10 +451,9 @@ impl Step {
 
 /// Most attention splits per token: one attention workgroup each (all heads
 /// of a block), so 16K positions fill ~128 SMs. The partial buffers are
-/// sized for it and attn_v_b's merge (matvec.wgsl COMBINE) holds at most
-/// 128 split weights.
+/// sized for it, and attn_v_b's merge (matvec.wgsl COMBINE) holds this
+/// many split weights in workgroup memory.
 pub const MAX_SPLITS: u32 = 128;
-const _: () = assert!(MAX_SPLITS <= 128);
 
 /// Positions per attention tile (shaders/attention.wgsl `TILE`).
 pub const ATTENTION_TILE: usize = 32;
@@ -471,12 +512,13 @@ impl AttentionParams {
 }
 
 /// Widest latent row the attention kernels hold (n_lora_kv): attention.wgsl
-/// takes it as its `N_KV` override (score loop trip count), and
-/// attention_head.wgsl stages [q_abs ‖ q_pe] of one head, (512 + 128) / 2
-/// f32 pairs, in workgroup memory (`qs`, 320).
+/// takes it as its `N_KV` override (score loop trip count; the manifest's
+/// values go up to it), attention_head.wgsl stages [q_abs ‖ q_pe] of one
+/// head in workgroup memory (`qs`), and matvec.wgsl's COMBINE merges a
+/// head's splits into a row of this width (`xs`).
 pub const MAX_LATENT: usize = 512;
-/// Widest rope part (n_embd_head_qk_rope): attention.wgsl stages 16 vec4s
-/// of roped q_pe per head (`qr`, 20 heads × 16).
+/// Widest rope part (n_embd_head_qk_rope): attention.wgsl stages the roped
+/// q_pe of its heads in workgroup memory (`qr`, MAX_ROPE / 4 vec4s a head).
 pub const MAX_ROPE: usize = 64;
 
 /// Longest context (positions attended) the decode runs attention_head.wgsl
@@ -516,16 +558,18 @@ impl AttentionHeadParams {
 }
 
 /// An attention dispatch over latent rows `n_kv` wide (a multiple of 64 up
-/// to 512, as plan::check requires); `buffers` in binding order.
+/// to MAX_LATENT, as plan::check requires).
 pub fn attention(
     gpu: &Gpu,
     pipes: &Pipelines,
     n_kv: usize,
-    buffers: &[&wgpu::Buffer],
+    b: &AttentionBindings,
     workgroups: [u32; 3],
 ) -> Result<Dispatch> {
-    let consts = [("N_KV", n_kv as f64)];
-    Dispatch::new(gpu, pipes, Kernel::Attention, &consts, buffers, workgroups)
+    let n_kv = u32::try_from(n_kv)
+        .map_err(|_| Error::InvalidArgument(format!("latent width {n_kv} is too large")))?;
+    let o = AttentionOverrides { n_kv };
+    Dispatch::with(gpu, pipes, Kernel::Attention, &o, b, workgroups)
 }
 
 impl KvAppendParams {
@@ -582,34 +626,8 @@ impl RouterParams {
     }
 }
 
-/// Buffers of one router dispatch, named as router.wgsl names its
-/// bindings.
-pub struct RouterBuffers<'a> {
-    pub p: &'a wgpu::Buffer,
-    pub x: &'a wgpu::Buffer,
-    /// ffn_norm's gain.
-    pub g: &'a wgpu::Buffer,
-    pub logits: &'a wgpu::Buffer,
-    /// The selection bias (zeros where the model has none).
-    pub bias: &'a wgpu::Buffer,
-    /// The kernel writes RMSNorm(x) · g here.
-    pub h: &'a wgpu::Buffer,
-    pub sel: &'a wgpu::Buffer,
-    pub sel_w: &'a wgpu::Buffer,
-}
-
-/// A router dispatch (the prefill sizes its grid per chunk).
-pub fn router(
-    gpu: &Gpu,
-    pipes: &Pipelines,
-    b: &RouterBuffers,
-    workgroups: [u32; 3],
-) -> Result<Dispatch> {
-    let bufs = [b.p, b.x, b.g, b.logits, b.bias, b.h, b.sel, b.sel_w];
-    Dispatch::new(gpu, pipes, Kernel::Router, &[], &bufs, workgroups)
-}
-
-/// Experts the router kernel can hold (`MAX_EXPERT` in router.wgsl).
+/// Experts the router and the prefill's grouping can hold (`MAX_EXPERT` in
+/// router.wgsl and moe_group.wgsl: per-expert arrays in workgroup memory).
 pub const ROUTER_MAX_EXPERT: usize = 512;
 
 #[repr(C)]

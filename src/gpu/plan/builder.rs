@@ -6,8 +6,10 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
-use crate::gpu::kernels::{Kernel, Pipelines};
-use crate::gpu::ops::{self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSpec};
+use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
+use crate::gpu::ops::{
+    self, Dispatch, MatvecBuffers, MatvecMode, MatvecParams, MatvecSide, MatvecSpec,
+};
 use crate::gpu::weights::Matrix;
 
 use super::lower::{Lowered, Lowers};
@@ -81,10 +83,10 @@ impl Builder<'_> {
         &mut self,
         label: String,
         k: Kernel,
-        bufs: &[&wgpu::Buffer],
+        bufs: &dyn Bindings,
         wg: [u32; 3],
     ) -> Result<()> {
-        let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, wg)?.named(label);
+        let d = Dispatch::new(self.gpu, self.pipes, k, bufs, wg)?.named(label);
         self.add(d);
         Ok(())
     }
@@ -95,23 +97,23 @@ impl Builder<'_> {
         self.out.push(d);
     }
 
-    /// The buffers at binding 2 (g) and 4, 5 (sel, sel_w) of a matvec,
-    /// with `v.ahead` in whichever of them `v` leaves unread.
+    /// The buffers at binding g and sel, sel_w of a matvec, with `v.ahead`
+    /// in whichever of them `v` leaves unread.
     fn read_slots<'b>(
         &'b self,
         v: &Mv<'b>,
-    ) -> Result<(&'b wgpu::Buffer, &'b wgpu::Buffer, &'b wgpu::Buffer)> {
-        let g = v.combine.map(|c| c.0).or(v.norm).or(v.add);
-        if (v.mode == MatvecMode::WeightedSum) != v.add.is_some() {
-            return Err(Error::Gpu(
-                "internal: a weighted-sum matvec, and only it, adds a vector".into(),
-            ));
-        }
+    ) -> Result<(MatvecSide<'b>, &'b wgpu::Buffer, &'b wgpu::Buffer)> {
+        let g = match (v.combine, v.norm, v.add) {
+            (Some((ml, _)), _, _) => Some(MatvecSide::Splits(ml)),
+            (None, Some(n), _) => Some(MatvecSide::Norm(n)),
+            (None, None, Some(a)) => Some(MatvecSide::Add(a)),
+            (None, None, None) => None,
+        };
         let (sel, sel_w) = v.sel.unwrap_or((&self.zero_id, &self.dummy));
         // sel_w is read only by the weighted sum (MODE 2).
         Ok(match (v.ahead, g) {
-            (None, g) => (g.unwrap_or(&self.dummy), sel, sel_w),
-            (Some(a), None) => (a, sel, sel_w),
+            (None, g) => (g.unwrap_or(MatvecSide::Unread(&self.dummy)), sel, sel_w),
+            (Some(a), None) => (MatvecSide::Unread(a), sel, sel_w),
             (Some(a), Some(g)) if v.mode != MatvecMode::WeightedSum => (g, sel, a),
             (Some(_), Some(_)) => {
                 return Err(Error::Gpu(
@@ -138,9 +140,7 @@ impl Builder<'_> {
             let spec = MatvecSpec {
                 format: m.format,
                 mode: v.mode,
-                norm: v.norm.is_some(),
                 accum: v.accum,
-                combine: v.combine.is_some(),
                 params,
                 slots: v.slots,
             };

@@ -12,7 +12,10 @@ use super::{BlockRange, Io, Plan, MAX_CANDIDATES};
 use crate::error::Result;
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
-use crate::gpu::ops::{self, Dispatch, MatvecMode};
+use crate::gpu::ops::{
+    self, AttentionBindings, AttentionHeadBindings, Dispatch, KvAppendBindings, MatvecMode,
+    RmsNormBindings, RouterBindings, TopkBindings, TopkOverrides,
+};
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
@@ -219,7 +222,13 @@ impl Lowering<'_> {
         b.push(
             format!("blk.{il}.kv_append"),
             Kernel::KvAppend,
-            &[&s.kv_params, &s.step, &ckv, &lw.kv_a_norm, cache],
+            &KvAppendBindings {
+                p: &s.kv_params,
+                steps: &s.step,
+                ckv: &ckv,
+                g: &lw.kv_a_norm,
+                cache,
+            },
             [1, 1, 1],
         )?;
         let n_head = c.n_head as u32;
@@ -261,34 +270,33 @@ impl Lowering<'_> {
         let b = &mut self.b;
         let (n_split, n_head) = (ops::MAX_SPLITS, c.n_head as u32);
         let label = format!("blk.{il}.attention");
-        let per_head = [
-            &s.head_params,
-            &s.step,
-            &s.q_abs,
-            &s.q,
+        let per_head = AttentionHeadBindings {
+            p: &s.head_params,
+            steps: &s.step,
+            q_abs: &s.q_abs,
+            q: &s.q,
             cache,
-            &s.o_part,
-            &s.ml,
-        ];
+            o: &s.o_part,
+            ml: &s.ml,
+        };
         let short = Dispatch::new(
             b.gpu,
             b.pipes,
             Kernel::AttentionHead,
-            &[],
             &per_head,
             [n_split, n_head, 1],
         )?;
         self.short_attn
             .push((b.out.len(), short.named(label.clone())));
-        let all_heads = [
-            &s.attn_params,
-            &s.step,
-            &s.q_abs,
-            &s.q,
+        let all_heads = AttentionBindings {
+            p: &s.attn_params,
+            steps: &s.step,
+            q_abs: &s.q_abs,
+            q: &s.q,
             cache,
-            &s.o_part,
-            &s.ml,
-        ];
+            o: &s.o_part,
+            ml: &s.ml,
+        };
         let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
         let d = ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?;
         b.low.lower(&[QPe, Kqv]);
@@ -383,7 +391,7 @@ impl Lowering<'_> {
     /// read (the logits' matvec normed x only for itself).
     fn route(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
         let (c, s, b) = (self.c, &self.s, &mut self.b);
-        let bufs = ops::RouterBuffers {
+        let bufs = RouterBindings {
             p: &s.router_params,
             x: &s.x,
             g: &lw.ffn_norm,
@@ -393,7 +401,7 @@ impl Lowering<'_> {
             sel: &s.sel,
             sel_w: &s.sel_w,
         };
-        let d = ops::router(b.gpu, b.pipes, &bufs, [1, 1, 1])?;
+        let d = Dispatch::new(b.gpu, b.pipes, Kernel::Router, &bufs, [1, 1, 1])?;
         b.low
             .lower(&[FfnNorm, FfnMoeProbs, FfnMoeTopk, FfnMoeWeights]);
         b.add(d.named(format!("blk.{il}.router")));
@@ -423,7 +431,12 @@ impl Lowering<'_> {
                 _pad: 0,
             },
         );
-        let norm = [&norm_params, &self.s.x, &w.output_norm, &xn];
+        let norm = RmsNormBindings {
+            p: &norm_params,
+            x: &self.s.x,
+            g: &w.output_norm,
+            y: &xn,
+        };
         b.lowered(&[ResultNorm], &xn, c.n_embd, |b| {
             b.push("result_norm".into(), Kernel::RmsNorm, &norm, [1, 1, 1])
         })?;
@@ -436,16 +449,30 @@ impl Lowering<'_> {
             b.uniform(if first { "topk1" } else { "topk2" }, &p)
         });
         let dummy = b.dummy.clone();
-        let pass1 = [&topk_params[0], &logits, &dummy, &cand1_v, &cand1_i];
-        let pass2 = [&topk_params[1], &cand1_v, &cand1_i, &cand_v, &cand_i];
+        let pass1 = TopkBindings {
+            p: &topk_params[0],
+            in_v: &logits,
+            in_i: &dummy,
+            out_v: &cand1_v,
+            out_i: &cand1_i,
+        };
+        let pass2 = TopkBindings {
+            p: &topk_params[1],
+            in_v: &cand1_v,
+            in_i: &cand1_i,
+            out_v: &cand_v,
+            out_i: &cand_i,
+        };
         // Pass 1 keeps each slice's candidates, pass 2 the best of those.
         b.low.lower(&[Candidates]);
-        for (first, bufs, wg, label) in [(1.0, pass1, topk_wg, "topk1"), (0.0, pass2, 1, "topk2")] {
-            let d = Dispatch::new(
+        for (first, bufs, wg, label) in
+            [(true, pass1, topk_wg, "topk1"), (false, pass2, 1, "topk2")]
+        {
+            let d = Dispatch::with(
                 b.gpu,
                 b.pipes,
                 Kernel::TopK,
-                &[("FIRST", first)],
+                &TopkOverrides { first },
                 &bufs,
                 [wg, 1, 1],
             )?;

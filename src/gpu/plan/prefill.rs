@@ -21,8 +21,11 @@
 use super::lower::{Lowered, Lowers, Traced};
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
-use crate::gpu::kernels::{Kernel, Pipelines};
-use crate::gpu::ops::{self, Dispatch, MATMUL_ROWS, MATMUL_TILE};
+use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
+use crate::gpu::ops::{
+    self, AttentionBindings, Dispatch, KvAppendBindings, MoeGroupBindings, MoeSumBindings,
+    RmsNormBindings, RouterBindings, MATMUL_ROWS, MATMUL_TILE,
+};
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
@@ -171,7 +174,12 @@ impl Prefill {
         b.push(
             "result_norm".into(),
             Kernel::RmsNorm,
-            &[&self.norm_embd, &self.x, &w.output_norm, xn],
+            &RmsNormBindings {
+                p: &self.norm_embd,
+                x: &self.x,
+                g: &w.output_norm,
+                y: xn,
+            },
             ROWS,
         )?;
         b.low.lower(&[ResultOutput]);
@@ -260,10 +268,10 @@ impl Builder<'_> {
         &mut self,
         label: String,
         k: Kernel,
-        bufs: &[&wgpu::Buffer],
+        bufs: &dyn Bindings,
         grid: [Dim; 3],
     ) -> Result<()> {
-        let d = Dispatch::new(self.gpu, self.pipes, k, &[], bufs, [1, 1, 1])?.named(label);
+        let d = Dispatch::new(self.gpu, self.pipes, k, bufs, [1, 1, 1])?.named(label);
         self.add(d, grid);
         Ok(())
     }
@@ -294,16 +302,19 @@ impl Builder<'_> {
                 true => (self.routed_tiles, self.routed_order),
                 false => (self.dense_tiles, self.identity),
             };
-            let bufs = ops::MatmulBuffers {
-                params: &pb,
+            let bufs = ops::MatmulBindings {
+                p: &pb,
                 x: v.x,
                 y: v.y,
                 tiles,
                 order,
-                unused: tiles,
                 weights: &part.buffers,
             };
-            let d = ops::matmul(self.gpu, self.pipes, m.format, v.gate_up, v.accum, &bufs)?
+            let o = ops::MatmulOverrides {
+                gate_up: v.gate_up,
+                accum: v.accum,
+            };
+            let d = ops::matmul(self.gpu, self.pipes, m.format, o, &bufs)?
                 .named(m.name.trim_end_matches(".weight"));
             let tiles = if v.routed {
                 Dim::RoutedTiles
@@ -516,7 +527,12 @@ impl Builder<'_> {
             let start = self.ops.len();
             self.low.block(Some(il));
             self.attention(c, a, p, il, lw, cache)?;
-            let norm = [&p.norm_embd, &a.x, &lw.ffn_norm, &a.h2];
+            let norm = RmsNormBindings {
+                p: &p.norm_embd,
+                x: &a.x,
+                g: &lw.ffn_norm,
+                y: &a.h2,
+            };
             self.lowered(&[FfnNorm], &a.h2, c.n_embd, |b| {
                 b.push(format!("blk.{il}.ffn_norm"), Kernel::RmsNorm, &norm, ROWS)
             })?;
@@ -545,7 +561,12 @@ impl Builder<'_> {
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_qk, n_lat, n_v) = (c.n_embd, c.n_embd_head_qk(), c.n_lora_kv, c.n_embd_head_v);
         let (n_head, n_q) = (c.n_head as u32, c.n_head * n_qk);
-        let norm = [&p.norm_embd, &a.x, &lw.attn_norm, &a.xn];
+        let norm = RmsNormBindings {
+            p: &p.norm_embd,
+            x: &a.x,
+            g: &lw.attn_norm,
+            y: &a.xn,
+        };
         self.lowered(&[AttnNorm], &a.xn, e, |b| {
             b.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)
         })?;
@@ -555,7 +576,12 @@ impl Builder<'_> {
                 self.lowered(&[QA], &a.qa, nq, |b| {
                     b.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))
                 })?;
-                let norm = [&p.norm_q, &a.qa, q_a_norm, &a.qan];
+                let norm = RmsNormBindings {
+                    p: &p.norm_q,
+                    x: &a.qa,
+                    g: q_a_norm,
+                    y: &a.qan,
+                };
                 self.lowered(&[QANorm], &a.qan, nq, |b| {
                     b.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)
                 })?;
@@ -570,7 +596,13 @@ impl Builder<'_> {
         self.lowered(&[KvCmprPe], &a.ckv, c.kv_row(), |b| {
             b.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))
         })?;
-        let append = [&p.kv, &a.steps, &a.ckv, &lw.kv_a_norm, cache];
+        let append = KvAppendBindings {
+            p: &p.kv,
+            steps: &a.steps,
+            ckv: &a.ckv,
+            g: &lw.kv_a_norm,
+            cache,
+        };
         self.low.lower(&[KvCmpr, KPe, CacheK]);
         self.push(name("kv_append"), Kernel::KvAppend, &append, ROWS)?;
         let k_b = Mm {
@@ -581,7 +613,15 @@ impl Builder<'_> {
             b.matmul(&lw.k_b, k_b)
         })?;
         // One split per token: its (m + ln l, 1) normalisation leaves kqv.
-        let attn = [&p.attn, &a.steps, &a.q_abs, &a.q, cache, &a.o, &a.ml];
+        let attn = AttentionBindings {
+            p: &p.attn,
+            steps: &a.steps,
+            q_abs: &a.q_abs,
+            q: &a.q,
+            cache,
+            o: &a.o,
+            ml: &a.ml,
+        };
         let d = ops::attention(self.gpu, self.pipes, n_lat, &attn, [1, 1, 1])?;
         let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
         self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
@@ -647,7 +687,7 @@ impl Builder<'_> {
         self.lowered(&[FfnMoeLogits], &a.moe_logits, c.n_expert, |b| {
             b.matmul(&m.gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))
         })?;
-        let router = ops::RouterBuffers {
+        let router = RouterBindings {
             p: &p.router,
             x: &a.x,
             g: &lw.ffn_norm,
@@ -657,14 +697,19 @@ impl Builder<'_> {
             sel: &a.sel,
             sel_w: &a.sel_w,
         };
-        let d = ops::router(self.gpu, self.pipes, &router, [1, 1, 1])?;
+        let d = Dispatch::new(self.gpu, self.pipes, Kernel::Router, &router, [1, 1, 1])?;
         let steps = &[FfnMoeProbs, FfnMoeTopk, FfnMoeWeights];
         self.lowered(steps, &a.sel_w, n_used, |b| {
             b.add(d.named(name("router")), ROWS);
             Ok(())
         })?;
         // The lowering's own step: each expert's tokens as tiles.
-        let group = [&p.group, &a.sel, self.routed_order, self.routed_tiles];
+        let group = MoeGroupBindings {
+            p: &p.group,
+            sel: &a.sel,
+            order: self.routed_order,
+            tiles: self.routed_tiles,
+        };
         self.low.lower(&[]);
         self.push(
             name("moe_group"),
@@ -694,7 +739,12 @@ impl Builder<'_> {
             Dim::Tokens,
             Dim::Fixed(1),
         ];
-        let sum = [&p.sum, &a.part, &a.sel_w, &a.x];
+        let sum = MoeSumBindings {
+            p: &p.sum,
+            part: &a.part,
+            sel_w: &a.sel_w,
+            y: &a.x,
+        };
         // The weighted sum adds into the residual; the shared expert's
         // down adds the rest.
         let steps: &'static [Name] = match m.shared {
