@@ -7,6 +7,7 @@ mod common;
 
 use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::Variant;
+use glmw::model::Model;
 use glmw::reference::{ops::rel_l2, MlaForm, Reference};
 
 /// Logits vs the f32 reference. The GPU keeps the KV cache in f16 (as
@@ -301,6 +302,32 @@ fn every_prefill_traced_intermediate_matches_reference_by_name() {
         }
         // The chunk is in the cache: the next token decodes from it.
         assert_eq!(e.pos(), tokens.len());
+    }
+}
+
+/// Direct q (DeepSeek-V2-Lite's form, no q-LoRA) through both plans'
+/// lowerings: the prefill's last logits and the next decode step's against
+/// the reference, both variants.
+#[test]
+fn direct_q_model_matches_reference() {
+    let m: &'static Model = Box::leak(Box::new(Model::open(common::direct_q()).unwrap()));
+    assert_eq!(m.config.n_lora_q, 0);
+    let tokens = [5u32, 60, 61, 400, 7, 99];
+    let mut r = Reference::new(m, 64, MlaForm::Absorbed);
+    let want = r.forward_all(&tokens).unwrap();
+    let (last, prompt) = tokens.split_last().unwrap();
+    for v in VARIANTS {
+        let opts = EngineOptions {
+            n_ctx: 64,
+            variant: Some(v),
+            ..Default::default()
+        };
+        let mut e = Engine::load(m, common::gpu(), opts, &mut |_, _| {}).unwrap();
+        let got = [e.prefill_logits(prompt).unwrap(), e.logits(*last).unwrap()];
+        for (i, (g, w)) in got.iter().zip(&want[prompt.len() - 1..]).enumerate() {
+            let err = rel_l2(g, w);
+            assert!(err < LOGITS_TOL, "{v:?}: logits {i}: rel L2 {err:.3e}");
+        }
     }
 }
 
