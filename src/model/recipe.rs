@@ -125,7 +125,7 @@ impl Name {
 /// A weight a step reads, by the model's tensor name (`name`: the GGUF
 /// tensor is `blk.N.{name}.weight`, or `.bias` for `exp_probs_b`;
 /// `model::LayerWeights` and `gpu::resident` keep each in the field of
-/// that name, without its `attn_` / `ffn_` where the struct says which).
+/// that name, some without its `attn_` / `ffn_` prefix: `kv_a_mqa`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Weight {
     TokenEmbd,
