@@ -122,9 +122,10 @@ impl Name {
     }
 }
 
-/// A weight a step reads, by the model's name (`model::LayerWeights`'
-/// fields; the GGUF tensor is `blk.N.{name}.weight`, or `.bias` for
-/// `exp_probs_b`).
+/// A weight a step reads, by the model's tensor name (`name`: the GGUF
+/// tensor is `blk.N.{name}.weight`, or `.bias` for `exp_probs_b`;
+/// `model::LayerWeights` and `gpu::resident` keep each in the field of
+/// that name, some without its `attn_` / `ffn_` prefix: `kv_a_mqa`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Weight {
     TokenEmbd,
