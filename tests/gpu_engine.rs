@@ -7,6 +7,7 @@ mod common;
 
 use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::Variant;
+use glmw::model::Model;
 use glmw::reference::{ops::rel_l2, MlaForm, Reference};
 
 /// Logits vs the f32 reference. The GPU keeps the KV cache in f16 (as
@@ -223,30 +224,109 @@ fn traces(v: Variant, tokens: &[u32]) -> (Vec<(String, Vec<f32>)>, glmw::referen
     (e.trace_token(*last).unwrap(), trace)
 }
 
+/// Check each of `gpu`'s intermediates (the last `len` floats of each, the
+/// last token's row) that the reference also records; return the names.
+fn compare_traces<'a>(
+    tag: &str,
+    gpu: &'a [(String, Vec<f32>)],
+    cpu: &glmw::reference::Trace,
+    rows: usize,
+) -> Vec<&'a str> {
+    let mut names = Vec::new();
+    for (name, g) in gpu {
+        // The plans also leave values the reference does not record
+        // (q_a, kv_cmpr_pe, the swiglu products).
+        let Some(c) = cpu.get(name) else { continue };
+        assert_eq!(g.len(), rows * c.len(), "{tag}: {name}: length");
+        let e = rel_l2(&g[g.len() - c.len()..], c);
+        assert!(e < LOGITS_TOL, "{tag}: {name}: rel L2 {e:.3e}");
+        names.push(name.as_str());
+    }
+    names
+}
+
 #[test]
 fn every_traced_intermediate_matches_reference_by_name() {
     for v in VARIANTS {
         let (gpu, cpu) = traces(v, &[9, 8, 7, 300, 42]);
-        let mut names = Vec::new();
-        for (name, g) in &gpu {
-            let c = cpu
-                .get(name)
-                .unwrap_or_else(|| panic!("the reference trace has no {name}"));
-            let e = rel_l2(g, c);
-            assert!(e < LOGITS_TOL, "{v:?}: {name}: rel L2 {e:.3e}");
-            names.push(name.as_str());
-        }
+        let names = compare_traces(&format!("{v:?}"), &gpu, &cpu, 1);
         for must in [
+            "inp_embd",
             "q-0",
             "q_nope_absorbed-1",
             "kqv_out-2",
             "ffn_inp-2",
             "ffn_moe_logits-1",
+            "ffn_moe_weights-1",
             "ffn_norm-2",
+            "ffn_shexp-2",
             "l_out-2",
+            "result_norm",
             "result_output",
         ] {
             assert!(names.contains(&must), "trace lacks {must}: {names:?}");
+        }
+    }
+}
+
+/// The prefill's lowering leaves the same named intermediates: a chunk's
+/// last row of each against the reference's trace of its last token.
+#[test]
+fn every_prefill_traced_intermediate_matches_reference_by_name() {
+    let tokens = [9u32, 8, 7, 300, 42];
+    for v in VARIANTS {
+        let mut e = engine(v, 64, None);
+        let gpu = e.trace_prefill(&tokens).unwrap();
+        let mut r = Reference::new(common::tiny(), 64, MlaForm::Absorbed);
+        let (last, head) = tokens.split_last().unwrap();
+        r.forward_all(head).unwrap();
+        r.set_tracing(true);
+        r.forward(*last).unwrap();
+        let cpu = r.trace().unwrap();
+        let names = compare_traces(&format!("{v:?} prefill"), &gpu, cpu, tokens.len());
+        for must in [
+            "inp_embd",
+            "attn_norm-0",
+            "q_a_norm-1",
+            "q_nope_absorbed-1",
+            "kqv_out-2",
+            "ffn_norm-0",
+            "ffn_moe_logits-1",
+            "ffn_moe_weights-2",
+            "l_out-2",
+        ] {
+            assert!(
+                names.contains(&must),
+                "prefill trace lacks {must}: {names:?}"
+            );
+        }
+        // The chunk is in the cache: the next token decodes from it.
+        assert_eq!(e.pos(), tokens.len());
+    }
+}
+
+/// Direct q (DeepSeek-V2-Lite's form, no q-LoRA) through both plans'
+/// lowerings: the prefill's last logits and the next decode step's against
+/// the reference, both variants.
+#[test]
+fn direct_q_model_matches_reference() {
+    let m: &'static Model = Box::leak(Box::new(Model::open(common::direct_q()).unwrap()));
+    assert_eq!(m.config.n_lora_q, 0);
+    let tokens = [5u32, 60, 61, 400, 7, 99];
+    let mut r = Reference::new(m, 64, MlaForm::Absorbed);
+    let want = r.forward_all(&tokens).unwrap();
+    let (last, prompt) = tokens.split_last().unwrap();
+    for v in VARIANTS {
+        let opts = EngineOptions {
+            n_ctx: 64,
+            variant: Some(v),
+            ..Default::default()
+        };
+        let mut e = Engine::load(m, common::gpu(), opts, &mut |_, _| {}).unwrap();
+        let got = [e.prefill_logits(prompt).unwrap(), e.logits(*last).unwrap()];
+        for (i, (g, w)) in got.iter().zip(&want[prompt.len() - 1..]).enumerate() {
+            let err = rel_l2(g, w);
+            assert!(err < LOGITS_TOL, "{v:?}: logits {i}: rel L2 {err:.3e}");
         }
     }
 }

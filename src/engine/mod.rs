@@ -439,7 +439,7 @@ impl<'a> Engine<'a> {
                 enc.copy_buffer_to_buffer(&pf.x, last, &self.plan.io.x, 0, 4 * n_embd);
                 {
                     let mut pass = enc.begin_compute_pass(&Default::default());
-                    for d in &self.plan.dispatches[self.plan.head_start..] {
+                    for d in self.plan.head() {
                         d.record(&mut pass);
                     }
                 }

@@ -36,13 +36,7 @@ impl<'a> Engine<'a> {
     /// each dispatch: (op, kernel, GPU ns) per dispatch; empty without
     /// timestamp support. The position advances as for `prefill`.
     pub fn profile_prefill(&mut self, tokens: &[u32]) -> Result<Vec<(String, &'static str, f64)>> {
-        if tokens.is_empty() || tokens.len() > self.prefill.ubatch {
-            return Err(Error::InvalidArgument(format!(
-                "profile 1 to {} tokens (one prefill chunk)",
-                self.prefill.ubatch
-            )));
-        }
-        self.check_tokens(tokens)?;
+        self.check_chunk(tokens)?;
         let Some(timer) = self.timer.as_ref() else {
             return Ok(Vec::new());
         };
@@ -184,45 +178,69 @@ impl<'a> Engine<'a> {
         Ok(t0.elapsed().as_secs_f64() * 1e9)
     }
 
-    /// Run `token` block by block, reading the intermediates the plan can
-    /// show after each half (`plan::Io::traced`), named as the reference's
-    /// trace names them (`ffn_inp-3`, `l_out-3`, …), then the logits as
-    /// `result_output`. For finding the first op that diverges.
+    /// Run `token` a few dispatches at a time, reading each intermediate
+    /// the plan leaves in a buffer of its own (`plan::Io::traced`: the
+    /// recipe's names, as the reference's trace names them: `ffn_inp-3`,
+    /// `l_out-3`, …, `result_output`) as soon as it is written. For finding
+    /// the first op that diverges.
     pub fn trace_token(&mut self, token: u32) -> Result<Vec<(String, Vec<f32>)>> {
-        use crate::gpu::plan::After;
         self.prepare(token)?;
+        let plan = self.plan.at(self.pos + 1);
         let mut out = Vec::new();
-        let blocks = self.plan.blocks.clone();
-        let read = |e: &Self, when: After, il: usize, out: &mut Vec<(String, Vec<f32>)>| {
-            for (name, w, buf, n) in &e.plan.io.traced {
-                if *w == when {
-                    out.push((format!("{name}-{il}"), e.gpu.read_f32(buf, *n)?));
-                }
-            }
-            Ok::<_, Error>(())
-        };
-        // The embedding gather comes before the first block.
-        let embed = 0..blocks.first().map_or(0, |b| b.attn.start);
-        let n_pos = self.pos + 1;
-        crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[embed])?;
-        for b in &blocks {
-            crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[b.attn.clone()])?;
-            read(self, After::Attn, b.layer, &mut out)?;
-            crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[b.ffn.clone()])?;
-            if b.moe {
-                read(self, After::MoeFfn, b.layer, &mut out)?;
-            }
-            read(self, After::Ffn, b.layer, &mut out)?;
+        let mut done = 0;
+        for t in &self.plan.io.traced {
+            crate::gpu::ops::run(self.gpu, &plan[done..t.after])?;
+            done = t.after;
+            out.push((t.label(), self.gpu.read_f32(&t.buf, t.len)?));
         }
-        let head = blocks.last().map_or(0, |b| b.ffn.end)..self.plan.dispatches.len();
-        crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[head])?;
-        let n = self.model.config.n_vocab;
-        out.push((
-            "result_output".into(),
-            self.gpu.read_f32(&self.plan.io.logits, n)?,
-        ));
+        crate::gpu::ops::run(self.gpu, &plan[done..])?;
         self.pos += 1;
         Ok(out)
+    }
+
+    /// Prefill one chunk (`tokens`, at most `ubatch`) a few dispatches at a
+    /// time, reading each intermediate the prefill plan leaves in a buffer
+    /// of its own (`Prefill::traced`, named as `trace_token` names them):
+    /// one row per token, `tokens.len()` rows. The position advances as
+    /// for `prefill`; the output head does not run.
+    pub fn trace_prefill(&mut self, tokens: &[u32]) -> Result<Vec<(String, Vec<f32>)>> {
+        self.check_chunk(tokens)?;
+        self.write_chunk(tokens)?;
+        let (pf, n) = (&self.prefill, tokens.len() as u32);
+        let run = |ops: std::ops::Range<usize>| {
+            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                for i in ops {
+                    pf.record_op(&mut pass, i, n);
+                }
+            }
+            self.gpu.queue.submit([enc.finish()]);
+            self.gpu.wait()
+        };
+        let mut out = Vec::new();
+        let mut done = 0;
+        for t in &pf.traced {
+            run(done..t.after)?;
+            done = t.after;
+            let rows = self.gpu.read_f32(&t.buf, tokens.len() * t.len)?;
+            out.push((t.label(), rows));
+        }
+        run(done..pf.dispatches())?;
+        self.pos += tokens.len();
+        Ok(out)
+    }
+
+    /// One prefill chunk's tokens: 1 to `ubatch` of them, in the vocabulary,
+    /// with room in the cache.
+    fn check_chunk(&self, tokens: &[u32]) -> Result<()> {
+        if tokens.is_empty() || tokens.len() > self.prefill.ubatch {
+            return Err(Error::InvalidArgument(format!(
+                "trace or profile 1 to {} tokens (one prefill chunk)",
+                self.prefill.ubatch
+            )));
+        }
+        self.check_tokens(tokens)
     }
 
     /// Move to position `pos` without computing the tokens before it: the

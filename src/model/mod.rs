@@ -2,6 +2,7 @@
 //! weights. Both the CPU reference and the GPU engine start from here.
 
 pub mod config;
+pub mod recipe;
 pub mod weights;
 
 use std::path::Path;

@@ -55,10 +55,49 @@ pub fn all_dense(edit: impl FnOnce(&mut Vec<(String, Value)>)) -> PathBuf {
             }
         }
     }
-    let path = temp_dir("dense").join("m.gguf");
+    write_model("dense", &md, &tensors)
+}
+
+/// The tiny model with q projected directly, as DeepSeek-V2-Lite does: no
+/// q_lora_rank, and each block's attn_q_a, attn_q_a_norm and attn_q_b
+/// replaced by one attn_q of random Q4_0 weights (seeded).
+pub fn direct_q() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let src = GgufFile::open(tiny_model()).unwrap();
+        let c = glmw::model::Config::from_gguf(&src).unwrap();
+        let mut md = src.metadata().to_vec();
+        md.retain(|(k, _)| k != "deepseek2.attention.q_lora_rank");
+        let dims = [c.n_embd as u64, (c.n_head * c.n_embd_head_qk()) as u64];
+        let q: Vec<Vec<u8>> = (0..c.n_layer)
+            .map(|il| {
+                let w = randn((dims[0] * dims[1]) as usize, 0.05, 70 + il as u64);
+                let mut out = Vec::new();
+                quant::quantize_into(GgmlType::Q4_0, &w, &mut out).unwrap();
+                out
+            })
+            .collect();
+        let mut tensors: Vec<(TensorSpec, &[u8])> = Vec::new();
+        for t in src.tensors() {
+            if !t.name.contains(".attn_q_") {
+                let spec = TensorSpec::new(t.name.clone(), &t.dims, t.ggml_type);
+                tensors.push((spec, src.tensor_data(t)));
+            }
+        }
+        for (il, data) in q.iter().enumerate() {
+            let spec = TensorSpec::new(format!("blk.{il}.attn_q.weight"), &dims, GgmlType::Q4_0);
+            tensors.push((spec, data));
+        }
+        write_model("direct_q", &md, &tensors)
+    })
+}
+
+/// A GGUF file of `md` and `tensors` in a fresh temp directory.
+fn write_model(tag: &str, md: &[(String, Value)], tensors: &[(TensorSpec, &[u8])]) -> PathBuf {
+    let path = temp_dir(tag).join("m.gguf");
     let specs: Vec<TensorSpec> = tensors.iter().map(|t| t.0.clone()).collect();
-    let mut w = GgufWriter::create(&path, &md, &specs).unwrap();
-    for (_, data) in &tensors {
+    let mut w = GgufWriter::create(&path, md, &specs).unwrap();
+    for (_, data) in tensors {
         w.write_data(data).unwrap();
     }
     w.finish().unwrap();

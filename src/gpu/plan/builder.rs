@@ -1,6 +1,8 @@
 //! The plan builder's helpers: `Builder` collects dispatches, and `Mv`
 //! says what one matvec reads and writes; `Builder::matvec` turns a matrix
 //! (one dispatch per part) and an `Mv` into dispatches with their params.
+//! Every dispatch goes through `add`, which records the recipe steps it
+//! lowers (`Lowered`).
 
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
@@ -10,6 +12,8 @@ use crate::gpu::ops::{
 };
 use crate::gpu::weights::Matrix;
 
+use super::lower::{Lowered, Lowers};
+
 pub(super) struct Builder<'a> {
     pub(super) gpu: &'a Gpu,
     pub(super) pipes: &'a Pipelines,
@@ -17,6 +21,7 @@ pub(super) struct Builder<'a> {
     pub(super) eps: f32,
     pub(super) dummy: wgpu::Buffer,
     pub(super) zero_id: wgpu::Buffer,
+    pub(super) low: Lowered,
 }
 
 /// What one matvec reads and writes, besides the matrix.
@@ -63,6 +68,12 @@ impl<'a> Mv<'a> {
     }
 }
 
+impl Lowers for Builder<'_> {
+    fn low(&mut self) -> &mut Lowered {
+        &mut self.low
+    }
+}
+
 impl Builder<'_> {
     pub(super) fn uniform<T: bytemuck::Pod>(&self, label: &str, p: &T) -> wgpu::Buffer {
         self.gpu.uniform(label, p)
@@ -76,8 +87,14 @@ impl Builder<'_> {
         wg: [u32; 3],
     ) -> Result<()> {
         let d = Dispatch::new(self.gpu, self.pipes, k, bufs, wg)?.named(label);
-        self.out.push(d);
+        self.add(d);
         Ok(())
+    }
+
+    /// Append `d`, lowering the steps last given to `low.lower`.
+    pub(super) fn add(&mut self, d: Dispatch) {
+        self.low.added(&d);
+        self.out.push(d);
     }
 
     /// The buffers at binding g and sel, sel_w of a matvec, with `v.ahead`
@@ -148,7 +165,7 @@ impl Builder<'_> {
             let d = d
                 .named(m.name.trim_end_matches(".weight"))
                 .reading((bytes as f64 * frac) as u64);
-            self.out.push(d);
+            self.add(d);
         }
         Ok(())
     }

@@ -1,9 +1,14 @@
-//! Lowering of the layer stack into the decode plan's dispatches, one step
-//! per function: the shared buffers, each block's attention half and
-//! feed-forward half, the output head. `plan::build` strings them together.
+//! The decode plan's lowering of the recipe (`model::recipe`) into one
+//! token's dispatches: the shared buffers, each block's attention half and
+//! feed-forward half, the output head. `plan::build` strings them together
+//! and checks each part against its recipe. Before each group of
+//! dispatches, `lower` names the recipe steps they compute: the norms are
+//! fused into the products that read them, residual adds into the products
+//! that feed them.
 
 use super::builder::{Builder, Mv};
-use super::{After, BlockRange, Io, Plan, MAX_CANDIDATES};
+use super::lower::{Lowered, Lowers};
+use super::{BlockRange, Io, Plan, MAX_CANDIDATES};
 use crate::error::Result;
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
@@ -14,6 +19,7 @@ use crate::gpu::ops::{
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
+use crate::model::recipe::{Name, Name::*, Recipe};
 use crate::model::{Config, Model};
 
 /// Buffers every layer writes and reads again, and the layers' uniforms.
@@ -103,6 +109,7 @@ pub fn build(
         eps: c.rms_eps,
         dummy: gpu.scratch_f32("unused", &[4])?,
         zero_id: gpu.scratch_f32("expert_0", &[4])?,
+        low: Lowered::default(),
     };
     let mut l = Lowering {
         b,
@@ -110,10 +117,17 @@ pub fn build(
         s: Shared::new(gpu, c)?,
         short_attn: Vec::new(),
     };
-    let embed = ops::embed(gpu, pipes, &w.token_embd, &l.s.token, &l.s.x)?;
-    l.b.out.extend(embed);
+    let recipe = Recipe::new(c);
+    l.b.low.lower(&[InpEmbd]);
+    for d in ops::embed(gpu, pipes, &w.token_embd, &l.s.token, &l.s.x)? {
+        l.b.add(d);
+    }
+    l.b.low.leaves(InpEmbd, &l.s.x, c.n_embd);
+    l.b.low
+        .check("the decode input", 0, &recipe.input, &[InpEmbd])?;
     let mut blocks = Vec::new();
     for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
+        l.b.low.block(Some(il));
         let attn_start = l.b.out.len();
         l.attention(il, lw, cache)?;
         let ffn_start = l.b.out.len();
@@ -121,6 +135,9 @@ pub fn build(
             FfnWeights::Dense(d) => l.dense_ffn(lw, d)?,
             FfnWeights::Moe(m) => l.moe_ffn(il, lw, m)?,
         }
+        let what = format!("the decode blk.{il}");
+        l.b.low
+            .check(&what, attn_start, &recipe.blocks[il], &[LOut])?;
         blocks.push(BlockRange {
             layer: il,
             moe: matches!(lw.ffn, FfnWeights::Moe { .. }),
@@ -129,17 +146,20 @@ pub fn build(
         });
     }
     let head_start = l.b.out.len();
+    l.b.low.block(None);
     let head = l.head(w)?;
+    l.b.low
+        .check("the decode head", head_start, &recipe.head, &[Candidates])?;
     let mut short = l.b.out.clone();
     for (i, d) in l.short_attn.drain(..) {
         short[i] = d;
     }
     Ok(Plan {
+        io: io(l.s, head, l.b.low),
         dispatches: l.b.out,
         short,
         blocks,
         head_start,
-        io: io(c, l.s, head),
     })
 }
 
@@ -152,33 +172,9 @@ struct Head {
     topk_wg: u32,
 }
 
-fn io(c: &Config, s: Shared, h: Head) -> Io {
-    let n_qk = c.n_embd_head_qk();
+fn io(s: Shared, h: Head, low: Lowered) -> Io {
     Io {
-        traced: vec![
-            ("q", After::Attn, s.q.clone(), c.n_head * n_qk),
-            (
-                "q_nope_absorbed",
-                After::Attn,
-                s.q_abs.clone(),
-                c.n_head * c.n_lora_kv,
-            ),
-            (
-                "kqv_out",
-                After::Attn,
-                s.v_heads.clone(),
-                c.n_head * c.n_embd_head_v,
-            ),
-            ("ffn_inp", After::Attn, s.x.clone(), c.n_embd),
-            (
-                "ffn_moe_logits",
-                After::MoeFfn,
-                s.moe_logits.clone(),
-                c.n_expert,
-            ),
-            ("ffn_norm", After::MoeFfn, s.h2.clone(), c.n_embd),
-            ("l_out", After::Ffn, s.x.clone(), c.n_embd),
-        ],
+        traced: low.traced,
         token: s.token,
         x: s.x,
         step: s.step,
@@ -202,20 +198,27 @@ impl Lowering<'_> {
             norm: Some(&lw.attn_norm),
             ..Mv::plain(&s.x, y)
         };
-        let (first, first_out) = match &lw.q {
-            QWeights::Lora { q_a, .. } => (q_a, &s.qa),
-            QWeights::Direct(wq) => (wq, &s.q),
-        };
-        b.matvec(first, normed(first_out))?;
-        b.matvec(&lw.kv_a_mqa, normed(&ckv))?;
+        let n_q = c.n_head * c.n_embd_head_qk();
+        match &lw.q {
+            QWeights::Lora { q_a, .. } => b.lowered(&[AttnNorm, QA], &s.qa, c.n_lora_q, |b| {
+                b.matvec(q_a, normed(&s.qa))
+            })?,
+            QWeights::Direct(wq) => {
+                b.lowered(&[AttnNorm, Q], &s.q, n_q, |b| b.matvec(wq, normed(&s.q)))?
+            }
+        }
+        b.lowered(&[AttnNorm, KvCmprPe], &ckv, c.kv_row(), |b| {
+            b.matvec(&lw.kv_a_mqa, normed(&ckv))
+        })?;
         if let QWeights::Lora { q_a_norm, q_b, .. } = &lw.q {
             let mv = Mv {
                 norm: Some(q_a_norm),
                 ahead: Some(&ckv),
                 ..Mv::plain(&s.qa, &s.q)
             };
-            b.matvec(q_b, mv)?;
+            b.lowered(&[QANorm, Q], &s.q, n_q, |b| b.matvec(q_b, mv))?;
         }
+        b.low.lower(&[KvCmpr, KPe, CacheK]);
         b.push(
             format!("blk.{il}.kv_append"),
             Kernel::KvAppend,
@@ -235,8 +238,37 @@ impl Lowering<'_> {
             y_stride: c.n_lora_kv as u32,
             ..Mv::plain(&s.q, &s.q_abs)
         };
-        b.matvec(&lw.k_b, k_b)?;
-        let n_split = ops::MAX_SPLITS;
+        let n_abs = c.n_head * c.n_lora_kv;
+        b.lowered(&[QNopeAbsorbed], &s.q_abs, n_abs, |b| {
+            b.matvec(&lw.k_b, k_b)
+        })?;
+        self.attend(il, cache)?;
+        let (s, b) = (&self.s, &mut self.b);
+        // v_b merges the attention splits of its head as it reads them.
+        let v_b = Mv {
+            slots: n_head,
+            combine: Some((&s.ml, ops::MAX_SPLITS)),
+            y_stride: c.n_embd_head_v as u32,
+            ..Mv::plain(&s.o_part, &s.v_heads)
+        };
+        b.lowered(&[KqvOut], &s.v_heads, c.n_head * c.n_embd_head_v, |b| {
+            b.matvec(&lw.v_b, v_b)
+        })?;
+        let out = Mv {
+            accum: true,
+            ..Mv::plain(&s.v_heads, &s.x)
+        };
+        b.lowered(&[AttnOut, FfnInp], &s.x, c.n_embd, |b| {
+            b.matvec(&lw.attn_output, out)
+        })
+    }
+
+    /// The attention itself, into per-split partials: the all-heads kernel
+    /// in the plan, the per-head one in the short-context plan's slot.
+    fn attend(&mut self, il: usize, cache: &wgpu::Buffer) -> Result<()> {
+        let (c, s) = (self.c, &self.s);
+        let b = &mut self.b;
+        let (n_split, n_head) = (ops::MAX_SPLITS, c.n_head as u32);
         let label = format!("blk.{il}.attention");
         let per_head = AttentionHeadBindings {
             p: &s.head_params,
@@ -266,35 +298,22 @@ impl Lowering<'_> {
             ml: &s.ml,
         };
         let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
-        b.out
-            .push(ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?.named(label));
-        // v_b merges the attention splits of its head as it reads them.
-        let v_b = Mv {
-            slots: n_head,
-            combine: Some((&s.ml, n_split)),
-            y_stride: c.n_embd_head_v as u32,
-            ..Mv::plain(&s.o_part, &s.v_heads)
-        };
-        b.matvec(&lw.v_b, v_b)?;
-        let out = Mv {
-            accum: true,
-            ..Mv::plain(&s.v_heads, &s.x)
-        };
-        b.matvec(&lw.attn_output, out)
+        let d = ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?;
+        b.low.lower(&[QPe, Kqv]);
+        b.add(d.named(label));
+        Ok(())
     }
 
     /// A dense block's feed-forward: gate+up (ffn_norm fused), down (+ residual).
     fn dense_ffn(&mut self, lw: &LayerWeights, d: &GateUpDown) -> Result<()> {
-        let s = &self.s;
-        self.b.matvec(
-            &d.gate_up,
-            gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &s.act),
-        )?;
+        let (c, s, b) = (self.c, &self.s, &mut self.b);
+        let mv = gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &s.act);
+        b.lowered(NORMED_SWIGLU, &s.act, c.n_ff, |b| b.matvec(&d.gate_up, mv))?;
         let down = Mv {
             accum: true,
             ..Mv::plain(&s.act, &s.x)
         };
-        self.b.matvec(&d.down, down)
+        b.lowered(&[FfnOut, LOut], &s.x, c.n_embd, |b| b.matvec(&d.down, down))
     }
 
     /// A MoE block's feed-forward. Pairs run side by side: router logits ∥
@@ -303,16 +322,9 @@ impl Lowering<'_> {
     /// buffer), then the routed down adds the shared output and the
     /// residual.
     fn moe_ffn(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
-        let MoeWeights {
-            gate_inp,
-            exp_probs_b,
-            gate_up_exps,
-            down_exps,
-            shared,
-        } = m;
         let (c, s) = (self.c, &self.s);
         let b = &mut self.b;
-        let (_, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
+        let (n_expert, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
         let sh_act = b
             .gpu
             .scratch_f32(&format!("ffn_shexp_act-{il}"), &[n_ff_sh.max(1)])?;
@@ -323,52 +335,79 @@ impl Lowering<'_> {
             norm: Some(&lw.ffn_norm),
             ..Mv::plain(&s.x, &s.moe_logits)
         };
-        b.matvec(gate_inp, logits)?;
-        if let Some(sh) = shared {
-            b.matvec(
-                &sh.gate_up,
-                gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &sh_act),
-            )?;
+        b.lowered(&[FfnNorm, FfnMoeLogits], &s.moe_logits, n_expert, |b| {
+            b.matvec(&m.gate_inp, logits)
+        })?;
+        if let Some(sh) = &m.shared {
+            let mv = gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &sh_act);
+            b.lowered(NORMED_SWIGLU, &sh_act, n_ff_sh, |b| {
+                b.matvec(&sh.gate_up, mv)
+            })?;
         }
-        let bias = exp_probs_b.as_ref().unwrap_or(&s.zero_bias);
-        b.push(
-            format!("blk.{il}.router"),
-            Kernel::Router,
-            &RouterBindings {
-                p: &s.router_params,
-                x: &s.x,
-                g: &lw.ffn_norm,
-                logits: &s.moe_logits,
-                bias,
-                h: &s.h2,
-                sel: &s.sel,
-                sel_w: &s.sel_w,
-            },
-            [1, 1, 1],
-        )?;
+        self.route(il, lw, m)?;
+        let (s, b) = (&self.s, &mut self.b);
         let sel = Some((&s.sel, &s.sel_w));
         let routed = gate_up(&s.h2, None, sel, n_used as u32, n_ff_exp as u32, &s.act);
-        match shared {
+        let routed_steps = &[FfnMoeGate, FfnMoeUp, FfnMoeSwiglu];
+        match &m.shared {
             Some(sh) => {
                 let ahead = Mv {
                     ahead: Some(&sh_act),
                     ..routed
                 };
-                b.matvec(gate_up_exps, ahead)?;
-                b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))?;
+                b.lowered(routed_steps, &s.act, n_used * n_ff_exp, |b| {
+                    b.matvec(&m.gate_up_exps, ahead)
+                })?;
+                b.lowered(&[FfnShexp], &sh_out, c.n_embd, |b| {
+                    b.matvec(&sh.down, Mv::plain(&sh_act, &sh_out))
+                })?;
             }
-            None => b.matvec(gate_up_exps, routed)?,
+            None => {
+                b.lowered(routed_steps, &s.act, n_used * n_ff_exp, |b| {
+                    b.matvec(&m.gate_up_exps, routed)
+                })?;
+            }
         }
         let down = Mv {
             mode: MatvecMode::WeightedSum,
             sel,
             slots: n_used as u32,
             x_stride: (n_ff_exp / 4) as u32,
-            add: Some(if shared.is_some() { &sh_out } else { &s.zero_x }),
+            add: Some(match m.shared {
+                Some(_) => &sh_out,
+                None => &s.zero_x,
+            }),
             accum: true,
             ..Mv::plain(&s.act, &s.x)
         };
-        b.matvec(down_exps, down)
+        let steps: &'static [_] = match m.shared {
+            Some(_) => &[FfnMoeDown, FfnMoeWeighted, FfnMoeOut, FfnOut, LOut],
+            None => &[FfnMoeDown, FfnMoeWeighted, FfnMoeOut, LOut],
+        };
+        b.lowered(steps, &s.x, c.n_embd, |b| b.matvec(&m.down_exps, down))
+    }
+
+    /// The router selection; it also writes the normed h the routed experts
+    /// read (the logits' matvec normed x only for itself).
+    fn route(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
+        let (c, s, b) = (self.c, &self.s, &mut self.b);
+        let bufs = RouterBindings {
+            p: &s.router_params,
+            x: &s.x,
+            g: &lw.ffn_norm,
+            logits: &s.moe_logits,
+            bias: m.exp_probs_b.as_ref().unwrap_or(&s.zero_bias),
+            h: &s.h2,
+            sel: &s.sel,
+            sel_w: &s.sel_w,
+        };
+        let d = Dispatch::new(b.gpu, b.pipes, Kernel::Router, &bufs, [1, 1, 1])?;
+        b.low
+            .lower(&[FfnNorm, FfnMoeProbs, FfnMoeTopk, FfnMoeWeights]);
+        b.add(d.named(format!("blk.{il}.router")));
+        b.low.leaves(FfnNorm, &s.h2, c.n_embd);
+        b.low.leaves(FfnMoeWeights, &s.sel_w, c.n_expert_used);
+        Ok(())
     }
 
     /// The output head: result norm, the head matvec, two top-k passes.
@@ -392,27 +431,28 @@ impl Lowering<'_> {
                 _pad: 0,
             },
         );
-        b.push(
-            "result_norm".into(),
-            Kernel::RmsNorm,
-            &RmsNormBindings {
-                p: &norm_params,
-                x: &self.s.x,
-                g: &w.output_norm,
-                y: &xn,
-            },
-            [1, 1, 1],
-        )?;
-        b.matvec(&w.output, Mv::plain(&xn, &logits))?;
+        let norm = RmsNormBindings {
+            p: &norm_params,
+            x: &self.s.x,
+            g: &w.output_norm,
+            y: &xn,
+        };
+        b.lowered(&[ResultNorm], &xn, c.n_embd, |b| {
+            b.push("result_norm".into(), Kernel::RmsNorm, &norm, [1, 1, 1])
+        })?;
+        b.lowered(&[ResultOutput], &logits, c.n_vocab, |b| {
+            b.matvec(&w.output, Mv::plain(&xn, &logits))
+        })?;
         let n_vocab = c.n_vocab as u32;
         let topk_params = [true, false].map(|first| {
             let p = super::topk_params(n_vocab, topk_wg, 1, first);
             b.uniform(if first { "topk1" } else { "topk2" }, &p)
         });
+        let dummy = b.dummy.clone();
         let pass1 = TopkBindings {
             p: &topk_params[0],
             in_v: &logits,
-            in_i: &b.dummy,
+            in_i: &dummy,
             out_v: &cand1_v,
             out_i: &cand1_i,
         };
@@ -423,6 +463,8 @@ impl Lowering<'_> {
             out_v: &cand_v,
             out_i: &cand_i,
         };
+        // Pass 1 keeps each slice's candidates, pass 2 the best of those.
+        b.low.lower(&[Candidates]);
         for (first, bufs, wg, label) in
             [(true, pass1, topk_wg, "topk1"), (false, pass2, 1, "topk2")]
         {
@@ -434,7 +476,7 @@ impl Lowering<'_> {
                 &bufs,
                 [wg, 1, 1],
             )?;
-            b.out.push(d.named(label));
+            b.add(d.named(label));
         }
         Ok(Head {
             logits,
@@ -445,6 +487,10 @@ impl Lowering<'_> {
         })
     }
 }
+
+/// A gate+up matvec with ffn_norm fused: a dense block's or the shared
+/// expert's gate, up and their product.
+const NORMED_SWIGLU: &[Name] = &[FfnNorm, FfnGate, FfnUp, FfnSwiglu];
 
 /// A gate+up matvec (silu(gate)·up) of x into y.
 fn gate_up<'a>(

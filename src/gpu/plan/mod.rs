@@ -2,6 +2,9 @@
 //! of one token's forward pass, built once at load. Running a token is then:
 //! write the step uniform and the embedding row, record `dispatches` into
 //! one compute pass, submit, read back the top-k candidates (a few bytes).
+//! It and the prefill plan are two lowerings of one recipe
+//! (`model::recipe`): `lower` records and checks which recipe steps each
+//! dispatch computes.
 //!
 //! Per MoE block (14 dispatches, 10 barriers): q_a ∥ kv_a (attn_norm fused
 //! into both), q_b (q_a_norm fused) ∥ kv_append, k_b absorb, attention, v_b
@@ -14,7 +17,10 @@
 
 mod builder;
 mod decode;
+mod lower;
 pub mod prefill;
+
+pub use lower::Traced;
 
 /// The decode plan of a model over its resident weights, appending to and
 /// attending over a session's caches (`kv_caches`).
@@ -39,19 +45,10 @@ pub struct Io {
     pub cand_i: wgpu::Buffer,
     pub topk_params: [wgpu::Buffer; 2],
     pub topk_wg: u32,
-    /// Intermediates a block leaves behind, under the reference trace's
-    /// names (`reference::Trace`), with their lengths: read after a block's
-    /// attention half (`After::Attn`) or feed-forward half (`After::Ffn`).
-    pub traced: Vec<(&'static str, After, wgpu::Buffer, usize)>,
-}
-
-/// Which half of a block has run when a traced buffer is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum After {
-    Attn,
-    Ffn,
-    /// Only in MoE blocks.
-    MoeFfn,
+    /// The recipe's intermediates the plan leaves in buffers of their
+    /// own, in dispatch order, each with the dispatch after which it can
+    /// be read.
+    pub traced: Vec<Traced>,
 }
 
 /// Where one block's dispatches sit in `Plan::dispatches`.
@@ -72,12 +69,19 @@ pub struct Plan {
     pub short: Vec<Dispatch>,
     pub blocks: Vec<BlockRange>,
     /// Where the output head (result norm, head matvec, top-k) starts in
-    /// `dispatches`: prefill runs it after its own layer stack.
+    /// `dispatches`.
     pub head_start: usize,
     pub io: Io,
 }
 
 impl Plan {
+    /// The decode lowering of the output head, over the row in `io.x`. A
+    /// prefill's last token runs it too (one row is what this lowering is
+    /// for): the engine copies that token's residual row into `io.x`.
+    pub fn head(&self) -> &[Dispatch] {
+        &self.dispatches[self.head_start..]
+    }
+
     /// The dispatches of a token that attends over `n_pos` positions.
     pub fn at(&self, n_pos: usize) -> &[Dispatch] {
         if n_pos <= ops::SHORT_ATTENTION_MAX {

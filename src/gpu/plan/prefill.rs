@@ -1,4 +1,5 @@
-//! The prefill plan: the layer stack over a chunk of up to `ubatch` prompt
+//! The prefill plan: the prefill's lowering of the recipe
+//! (`model::recipe`), the layer stack over a chunk of up to `ubatch` prompt
 //! tokens at once, built once per session next to the decode plan and
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul.wgsl, which dequantizes each weight unit once per tile of 8
@@ -10,10 +11,14 @@
 //! Per MoE block: attn_norm, q_a, q_a_norm, q_b, kv_a, kv_append, k_b,
 //! attention, v_b, attn_output (+ residual), ffn_norm, router logits, router
 //! selection, grouping, experts gate+up, experts down, the weighted sum
-//! (+ residual), shared gate+up, shared down (+ residual). Only the last
-//! token's logits are needed: the engine copies its residual row into the
-//! decode plan and runs the decode plan's output head.
+//! (+ residual), shared gate+up, shared down (+ residual): the norms are
+//! dispatches of their own, since the matmuls read whole rows many times.
+//! Only the last token's logits are needed: the engine copies its residual
+//! row into the decode plan and runs the decode lowering of the head (one
+//! row is what that lowering is for); `head` lowers the head over every
+//! row of a chunk, for perplexity.
 
+use super::lower::{Lowered, Lowers, Traced};
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
@@ -25,6 +30,7 @@ use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
 use crate::gpu::weights::Matrix;
+use crate::model::recipe::{self, Name, Name::*, Recipe};
 use crate::model::{Config, Model};
 
 /// How one dimension of a dispatch's grid follows the chunk's token count.
@@ -63,6 +69,14 @@ pub struct Prefill {
     group_params: wgpu::Buffer,
     /// RMSNorm params over n_embd-wide chunk rows (layer norms and the head).
     norm_embd: wgpu::Buffer,
+    /// The chunk's output-norm rows (`head`). The router kernel always
+    /// writes a normed copy of x, which the prefill does not need (its
+    /// experts read ffn_norm's rows): it lands here, where nothing reads it
+    /// before the head writes its own rows.
+    result_norm: wgpu::Buffer,
+    /// The recipe's intermediates the chunk leaves in buffers of their own,
+    /// `len` floats per token (rows of `ubatch`), in dispatch order.
+    pub traced: Vec<Traced>,
 }
 
 /// The output head over every row of a chunk (perplexity wants the logits
@@ -144,7 +158,7 @@ impl Prefill {
     ) -> Result<Head> {
         let c = &model.config;
         let u = self.ubatch;
-        let xn = gpu.scratch_f32("pf.result_norm", &[u, c.n_embd])?;
+        let xn = &self.result_norm;
         let logits = gpu.scratch_f32("pf.logits", &[u, c.n_vocab])?;
         let mut b = Builder {
             gpu,
@@ -154,7 +168,9 @@ impl Prefill {
             identity: &self.identity,
             routed_tiles: &self.routed_tiles,
             routed_order: &self.routed_order,
+            low: Lowered::default(),
         };
+        b.low.lower(&[ResultNorm]);
         b.push(
             "result_norm".into(),
             Kernel::RmsNorm,
@@ -162,11 +178,15 @@ impl Prefill {
                 p: &self.norm_embd,
                 x: &self.x,
                 g: &w.output_norm,
-                y: &xn,
+                y: xn,
             },
-            [Dim::Tokens, Dim::Fixed(1), Dim::Fixed(1)],
+            ROWS,
         )?;
-        b.matmul(&w.output, Mm::new(&xn, c.n_embd, &logits, c.n_vocab))?;
+        b.low.lower(&[ResultOutput]);
+        b.matmul(&w.output, Mm::new(xn, c.n_embd, &logits, c.n_vocab))?;
+        let steps = recipe::head();
+        b.low
+            .check("the prefill head", 0, &steps, &[ResultOutput])?;
         let readback = gpu.readback("pf.logits readback", logits.size())?;
         Ok(Head {
             ops: b.ops,
@@ -234,6 +254,13 @@ struct Builder<'a> {
     identity: &'a wgpu::Buffer,
     routed_tiles: &'a wgpu::Buffer,
     routed_order: &'a wgpu::Buffer,
+    low: Lowered,
+}
+
+impl Lowers for Builder<'_> {
+    fn low(&mut self) -> &mut Lowered {
+        &mut self.low
+    }
 }
 
 impl Builder<'_> {
@@ -245,8 +272,15 @@ impl Builder<'_> {
         grid: [Dim; 3],
     ) -> Result<()> {
         let d = Dispatch::new(self.gpu, self.pipes, k, bufs, [1, 1, 1])?.named(label);
-        self.ops.push(Op { d, grid });
+        self.add(d, grid);
         Ok(())
+    }
+
+    /// Append `d` with its grid, lowering the steps last given to
+    /// `low.lower`.
+    fn add(&mut self, d: Dispatch, grid: [Dim; 3]) {
+        self.low.added(&d);
+        self.ops.push(Op { d, grid });
     }
 
     fn matmul(&mut self, m: &Matrix, v: Mm) -> Result<()> {
@@ -287,14 +321,8 @@ impl Builder<'_> {
             } else {
                 Dim::DenseTiles
             };
-            self.ops.push(Op {
-                d,
-                grid: [
-                    Dim::Fixed(part.rows.div_ceil(MATMUL_ROWS)),
-                    tiles,
-                    Dim::Fixed(v.heads.0),
-                ],
-            });
+            let rows = Dim::Fixed(part.rows.div_ceil(MATMUL_ROWS));
+            self.add(d, [rows, tiles, Dim::Fixed(v.heads.0)]);
         }
         Ok(())
     }
@@ -314,8 +342,10 @@ struct Acts {
     ml: wgpu::Buffer,
     v_heads: wgpu::Buffer,
     h2: wgpu::Buffer,
-    /// The router kernel writes its normed h here; the matmuls read h2.
-    h_router: wgpu::Buffer,
+    /// The output norm's rows (`Prefill::head`), and until the head runs
+    /// the router's normed copy of x, which the prefill's experts do not
+    /// read (they read ffn_norm's rows).
+    result_norm: wgpu::Buffer,
     moe_logits: wgpu::Buffer,
     sel: wgpu::Buffer,
     sel_w: wgpu::Buffer,
@@ -344,7 +374,7 @@ impl Acts {
             ml: s("pf.ml", &[u, c.n_head, 2])?,
             v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
             h2: s("pf.ffn_norm", &[u, c.n_embd])?,
-            h_router: s("pf.router_h", &[u, c.n_embd])?,
+            result_norm: s("pf.result_norm", &[u, c.n_embd])?,
             moe_logits: s("pf.moe_logits", &[u, n_expert.max(1)])?,
             sel: s("pf.sel", &[u, n_used])?,
             sel_w: s("pf.sel_w", &[u, n_used])?,
@@ -450,33 +480,10 @@ pub fn build(
         identity: &identity,
         routed_tiles: &routed_tiles,
         routed_order: &routed_order,
+        low: Lowered::default(),
     };
-    for d in ops::embed(gpu, pipes, &w.token_embd, &a.tokens, &a.x)? {
-        let per_token = Dim::Fixed(d.workgroups[0]);
-        b.ops.push(Op {
-            d,
-            grid: [per_token, Dim::Tokens, Dim::Fixed(1)],
-        });
-    }
-    for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
-        b.attention(c, &a, &p, il, lw, cache)?;
-        b.push(
-            format!("blk.{il}.ffn_norm"),
-            Kernel::RmsNorm,
-            &RmsNormBindings {
-                p: &p.norm_embd,
-                x: &a.x,
-                g: &lw.ffn_norm,
-                y: &a.h2,
-            },
-            ROWS,
-        )?;
-        match &lw.ffn {
-            FfnWeights::Dense(d) => b.ffn(&a, d, c.n_embd, c.n_ff)?,
-            FfnWeights::Moe(m) => b.moe(c, &a, &p, il, lw, m)?,
-        }
-    }
-    let ops = b.ops;
+    b.layers(c, w, caches, &a, &p)?;
+    let Builder { ops, low, .. } = b;
     Ok(Prefill {
         ubatch,
         ops,
@@ -491,10 +498,54 @@ pub fn build(
         routed_order,
         group_params: p.group,
         norm_embd: p.norm_embd,
+        result_norm: a.result_norm,
+        traced: low.traced,
     })
 }
 
 impl Builder<'_> {
+    /// The embedding gather and every block, each checked against its
+    /// recipe.
+    fn layers(
+        &mut self,
+        c: &Config,
+        w: &ResidentWeights,
+        caches: &[wgpu::Buffer],
+        a: &Acts,
+        p: &Uniforms,
+    ) -> Result<()> {
+        let recipe = Recipe::new(c);
+        self.low.lower(&[InpEmbd]);
+        for d in ops::embed(self.gpu, self.pipes, &w.token_embd, &a.tokens, &a.x)? {
+            let per_token = Dim::Fixed(d.workgroups[0]);
+            self.add(d, [per_token, Dim::Tokens, Dim::Fixed(1)]);
+        }
+        self.low.leaves(InpEmbd, &a.x, c.n_embd);
+        self.low
+            .check("the prefill input", 0, &recipe.input, &[InpEmbd])?;
+        for (il, (lw, cache)) in w.layers.iter().zip(caches).enumerate() {
+            let start = self.ops.len();
+            self.low.block(Some(il));
+            self.attention(c, a, p, il, lw, cache)?;
+            let norm = RmsNormBindings {
+                p: &p.norm_embd,
+                x: &a.x,
+                g: &lw.ffn_norm,
+                y: &a.h2,
+            };
+            self.lowered(&[FfnNorm], &a.h2, c.n_embd, |b| {
+                b.push(format!("blk.{il}.ffn_norm"), Kernel::RmsNorm, &norm, ROWS)
+            })?;
+            match &lw.ffn {
+                FfnWeights::Dense(d) => self.ffn(a, d, c.n_embd, c.n_ff, false)?,
+                FfnWeights::Moe(m) => self.moe(c, a, p, il, lw, m)?,
+            }
+            let what = format!("the prefill blk.{il}");
+            self.low.check(&what, start, &recipe.blocks[il], &[LOut])?;
+        }
+        Ok(())
+    }
+
     /// A block's attention half over the chunk: attn_norm, q (q_a, its
     /// norm, q_b; or q), kv_a, kv_append, k_b absorb, attention (one split
     /// per token over its causal prefix), v_b, attn_output (+ residual).
@@ -509,30 +560,42 @@ impl Builder<'_> {
     ) -> Result<()> {
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_qk, n_lat, n_v) = (c.n_embd, c.n_embd_head_qk(), c.n_lora_kv, c.n_embd_head_v);
-        let n_head = c.n_head as u32;
+        let (n_head, n_q) = (c.n_head as u32, c.n_head * n_qk);
         let norm = RmsNormBindings {
             p: &p.norm_embd,
             x: &a.x,
             g: &lw.attn_norm,
             y: &a.xn,
         };
-        self.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)?;
+        self.lowered(&[AttnNorm], &a.xn, e, |b| {
+            b.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)
+        })?;
         match &lw.q {
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 let nq = c.n_lora_q;
-                self.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))?;
+                self.lowered(&[QA], &a.qa, nq, |b| {
+                    b.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))
+                })?;
                 let norm = RmsNormBindings {
                     p: &p.norm_q,
                     x: &a.qa,
                     g: q_a_norm,
                     y: &a.qan,
                 };
-                self.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)?;
-                self.matmul(q_b, Mm::new(&a.qan, nq, &a.q, c.n_head * n_qk))?;
+                self.lowered(&[QANorm], &a.qan, nq, |b| {
+                    b.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)
+                })?;
+                self.lowered(&[Q], &a.q, n_q, |b| {
+                    b.matmul(q_b, Mm::new(&a.qan, nq, &a.q, n_q))
+                })?;
             }
-            QWeights::Direct(wq) => self.matmul(wq, Mm::new(&a.xn, e, &a.q, c.n_head * n_qk))?,
+            QWeights::Direct(wq) => self.lowered(&[Q], &a.q, n_q, |b| {
+                b.matmul(wq, Mm::new(&a.xn, e, &a.q, n_q))
+            })?,
         }
-        self.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))?;
+        self.lowered(&[KvCmprPe], &a.ckv, c.kv_row(), |b| {
+            b.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))
+        })?;
         let append = KvAppendBindings {
             p: &p.kv,
             steps: &a.steps,
@@ -540,12 +603,16 @@ impl Builder<'_> {
             g: &lw.kv_a_norm,
             cache,
         };
+        self.low.lower(&[KvCmpr, KPe, CacheK]);
         self.push(name("kv_append"), Kernel::KvAppend, &append, ROWS)?;
         let k_b = Mm {
             heads: (n_head, n_qk, n_lat),
-            ..Mm::new(&a.q, c.n_head * n_qk, &a.q_abs, c.n_head * n_lat)
+            ..Mm::new(&a.q, n_q, &a.q_abs, c.n_head * n_lat)
         };
-        self.matmul(&lw.k_b, k_b)?;
+        self.lowered(&[QNopeAbsorbed], &a.q_abs, c.n_head * n_lat, |b| {
+            b.matmul(&lw.k_b, k_b)
+        })?;
+        // One split per token: its (m + ln l, 1) normalisation leaves kqv.
         let attn = AttentionBindings {
             p: &p.attn,
             steps: &a.steps,
@@ -556,44 +623,55 @@ impl Builder<'_> {
             ml: &a.ml,
         };
         let d = ops::attention(self.gpu, self.pipes, n_lat, &attn, [1, 1, 1])?;
-        self.ops.push(Op {
-            d: d.named(name("attention")),
-            grid: [
-                Dim::Fixed(1),
-                Dim::Fixed(ops::attention_head_blocks(c.n_head)),
-                Dim::Tokens,
-            ],
-        });
+        let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
+        self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
+            b.add(
+                d.named(name("attention")),
+                [Dim::Fixed(1), heads, Dim::Tokens],
+            );
+            Ok(())
+        })?;
         let v_b = Mm {
             heads: (n_head, n_lat, n_v),
             ..Mm::new(&a.o, c.n_head * n_lat, &a.v_heads, c.n_head * n_v)
         };
-        self.matmul(&lw.v_b, v_b)?;
+        self.lowered(&[KqvOut], &a.v_heads, c.n_head * n_v, |b| {
+            b.matmul(&lw.v_b, v_b)
+        })?;
         let out = Mm {
             accum: true,
             ..Mm::new(&a.v_heads, c.n_head * n_v, &a.x, e)
         };
-        self.matmul(&lw.attn_output, out)
+        self.lowered(&[AttnOut, FfnInp], &a.x, e, |b| {
+            b.matmul(&lw.attn_output, out)
+        })
     }
 
-    /// A dense (or shared-expert) FFN over the normed rows: gate+up, down
-    /// (+ residual).
-    fn ffn(&mut self, a: &Acts, d: &GateUpDown, e: usize, n_ff: usize) -> Result<()> {
+    /// A dense (or, `shared`, the shared expert's) FFN over the normed
+    /// rows: gate+up, down (+ residual).
+    fn ffn(&mut self, a: &Acts, d: &GateUpDown, e: usize, n_ff: usize, shared: bool) -> Result<()> {
         let gate_up = Mm {
             gate_up: true,
             ..Mm::new(&a.h2, e, &a.act, n_ff)
         };
-        self.matmul(&d.gate_up, gate_up)?;
+        self.lowered(&[FfnGate, FfnUp, FfnSwiglu], &a.act, n_ff, |b| {
+            b.matmul(&d.gate_up, gate_up)
+        })?;
         let down = Mm {
             accum: true,
             ..Mm::new(&a.act, n_ff, &a.x, e)
         };
-        self.matmul(&d.down, down)
+        let steps: &'static [Name] = match shared {
+            true => &[FfnShexp, FfnOut, LOut],
+            false => &[FfnOut, LOut],
+        };
+        self.lowered(steps, &a.x, e, |b| b.matmul(&d.down, down))
     }
 
     /// A MoE block's FFN over the chunk: router logits, selection, the
     /// tokens' assignments grouped by expert, routed gate+up and down over
-    /// the groups' tiles, their weighted sum (+ residual), the shared expert.
+    /// the groups' tiles, their weighted sum (+ residual), the shared
+    /// expert.
     fn moe(
         &mut self,
         c: &Config,
@@ -604,34 +682,35 @@ impl Builder<'_> {
         m: &MoeWeights,
     ) -> Result<()> {
         let n_used = c.n_expert_used.max(1);
-        let MoeWeights {
-            gate_inp,
-            exp_probs_b,
-            gate_up_exps,
-            down_exps,
-            shared,
-        } = m;
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_ff) = (c.n_embd, c.n_ff_exp);
-        self.matmul(gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))?;
-        let bias = exp_probs_b.as_ref().unwrap_or(&a.zero_bias);
+        self.lowered(&[FfnMoeLogits], &a.moe_logits, c.n_expert, |b| {
+            b.matmul(&m.gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))
+        })?;
         let router = RouterBindings {
             p: &p.router,
             x: &a.x,
             g: &lw.ffn_norm,
             logits: &a.moe_logits,
-            bias,
-            h: &a.h_router,
+            bias: m.exp_probs_b.as_ref().unwrap_or(&a.zero_bias),
+            h: &a.result_norm,
             sel: &a.sel,
             sel_w: &a.sel_w,
         };
-        self.push(name("router"), Kernel::Router, &router, ROWS)?;
+        let d = Dispatch::new(self.gpu, self.pipes, Kernel::Router, &router, [1, 1, 1])?;
+        let steps = &[FfnMoeProbs, FfnMoeTopk, FfnMoeWeights];
+        self.lowered(steps, &a.sel_w, n_used, |b| {
+            b.add(d.named(name("router")), ROWS);
+            Ok(())
+        })?;
+        // The lowering's own step: each expert's tokens as tiles.
         let group = MoeGroupBindings {
             p: &p.group,
             sel: &a.sel,
             order: self.routed_order,
             tiles: self.routed_tiles,
         };
+        self.low.lower(&[]);
         self.push(
             name("moe_group"),
             Kernel::MoeGroup,
@@ -644,12 +723,17 @@ impl Builder<'_> {
             x_div: n_used as u32,
             ..Mm::new(&a.h2, e, &a.act_r, n_ff)
         };
-        self.matmul(gate_up_exps, gate_up)?;
+        let steps = &[FfnMoeGate, FfnMoeUp, FfnMoeSwiglu];
+        self.lowered(steps, &a.act_r, n_used * n_ff, |b| {
+            b.matmul(&m.gate_up_exps, gate_up)
+        })?;
         let down = Mm {
             routed: true,
             ..Mm::new(&a.act_r, n_ff, &a.part, e)
         };
-        self.matmul(down_exps, down)?;
+        self.lowered(&[FfnMoeDown], &a.part, n_used * e, |b| {
+            b.matmul(&m.down_exps, down)
+        })?;
         let grid = [
             Dim::Fixed((e as u32).div_ceil(ops::MOE_SUM_WG)),
             Dim::Tokens,
@@ -661,10 +745,20 @@ impl Builder<'_> {
             sel_w: &a.sel_w,
             y: &a.x,
         };
+        // The weighted sum adds into the residual; the shared expert's
+        // down adds the rest.
+        let steps: &'static [Name] = match m.shared {
+            Some(_) => &[FfnMoeWeighted, FfnMoeOut],
+            None => &[FfnMoeWeighted, FfnMoeOut, LOut],
+        };
+        self.low.lower(steps);
         self.push(name("moe_sum"), Kernel::MoeSum, &sum, grid)?;
-        match shared {
-            Some(sh) => self.ffn(a, sh, e, c.n_ff_exp * c.n_expert_shared),
-            None => Ok(()),
+        match &m.shared {
+            Some(sh) => self.ffn(a, sh, e, c.n_ff_exp * c.n_expert_shared, true),
+            None => {
+                self.low.leaves(LOut, &a.x, e);
+                Ok(())
+            }
         }
     }
 }
