@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value};
@@ -9,9 +10,14 @@ use glmw::gpu::Format;
 use glmw::quant::{self, GgmlType};
 use glmw::synth::Preset;
 
-/// A fresh directory under the system temp dir, unique per test.
+/// A fresh directory under the system temp dir, unique per call: tests of
+/// one binary run on parallel threads, and two calls with the same tag
+/// (bad_input's `config_with`) once shared a directory, so one test read
+/// the file another had just written.
 pub fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("glmw-test-{}-{tag}", std::process::id()));
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("glmw-test-{}-{tag}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create temp dir");
     d
