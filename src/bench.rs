@@ -174,7 +174,7 @@ pub fn micro(
     count: usize,
     contexts: &[usize],
 ) -> Result<MicroReport> {
-    let read_gb_s = read_bandwidth(e.gpu)?;
+    let read_gb_s = read_bandwidth(&e.gpu)?;
     let blocks = e.blocks().to_vec();
     let b = match layer {
         Some(l) => blocks.get(l).cloned(),

@@ -19,20 +19,16 @@ pub struct Reply {
     pub stop: Stop,
 }
 
-pub struct Chat<'a> {
-    session: Session<'a>,
+pub struct Chat {
+    session: Session,
     system: Option<String>,
     thinking: bool,
 }
 
-impl<'a> Chat<'a> {
+impl Chat {
     /// A chat over `session` (reset first). `thinking`: let the model
     /// reason before answering (GLM's `<think>`).
-    pub fn new(
-        mut session: Session<'a>,
-        system: Option<String>,
-        thinking: bool,
-    ) -> Result<Chat<'a>> {
+    pub fn new(mut session: Session, system: Option<String>, thinking: bool) -> Result<Chat> {
         session.reset()?;
         Ok(Chat {
             session,
@@ -57,7 +53,7 @@ impl<'a> Chat<'a> {
     }
 
     /// The session underneath (cancel handle, position).
-    pub fn session(&self) -> &Session<'a> {
+    pub fn session(&self) -> &Session {
         &self.session
     }
 
@@ -100,7 +96,21 @@ impl<'a> Chat<'a> {
                 n_ctx: self.session.n_ctx(),
             });
         }
-        self.session.feed(&ids)?;
+        let start = self.session.pos();
+        match self.session.feed(&ids) {
+            Ok(()) => {}
+            // Half a user turn would confuse the turns after it.
+            Err(Error::Cancelled) => {
+                self.session.truncate(start)?;
+                return Ok(Reply {
+                    text: String::new(),
+                    tokens: Vec::new(),
+                    prefilled: 0,
+                    stop: Stop::Cancelled,
+                });
+            }
+            Err(e) => return Err(e),
+        }
         let mut tokens = Vec::new();
         let (text, stop) = self.session.generate(max_tokens, &mut |t| {
             tokens.push(t.id);

@@ -252,7 +252,11 @@ pub fn main() -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            let hint = match e {
+                glmw::Error::ContextFull { .. } => " (--ctx sets the context length)",
+                _ => "",
+            };
+            eprintln!("error: {e}{hint}");
             1
         }
     }

@@ -39,7 +39,7 @@ enum Loaded {
 /// Where the windows run: the CPU reference or a GPU session.
 enum Scorer<'a> {
     Cpu(&'a Model),
-    Gpu(Box<Session<'a>>),
+    Gpu(Box<Session>),
 }
 
 impl Scorer<'_> {

@@ -49,7 +49,7 @@ impl<'a> Engine<'a> {
         self.write_chunk(tokens)?;
         let pf = &self.prefill;
         let n = tokens.len() as u32;
-        let ns = timer.time_with(self.gpu, pf.dispatches(), &mut |pass, i| {
+        let ns = timer.time_with(&self.gpu, pf.dispatches(), &mut |pass, i| {
             pf.record_op(pass, i, n)
         })?;
         self.pos += tokens.len();
@@ -92,7 +92,7 @@ impl<'a> Engine<'a> {
         let t0 = Instant::now();
         let Some(timer) = self.timer.as_ref() else {
             let d = self.plan.at(self.pos + 1);
-            crate::gpu::ops::run(self.gpu, d)?;
+            crate::gpu::ops::run(&self.gpu, d)?;
             self.pos += 1;
             let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
             return Ok(TokenProfile {
@@ -103,7 +103,7 @@ impl<'a> Engine<'a> {
         };
         let plan = self.plan.at(self.pos + 1);
         let segs: Vec<&[crate::gpu::ops::Dispatch]> = plan.chunks(1).collect();
-        let ns = timer.time(self.gpu, &segs)?;
+        let ns = timer.time(&self.gpu, &segs)?;
         let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
         let dispatches: Vec<_> = plan
             .iter()
@@ -134,14 +134,14 @@ impl<'a> Engine<'a> {
             Some(t) => {
                 let mut out = Vec::with_capacity(reps);
                 for chunk in (0..reps).collect::<Vec<_>>().chunks(Timer::max_segments()) {
-                    out.extend(t.time(self.gpu, &vec![seg; chunk.len()])?);
+                    out.extend(t.time(&self.gpu, &vec![seg; chunk.len()])?);
                 }
                 Ok(out)
             }
             None => (0..reps)
                 .map(|_| {
                     let t0 = Instant::now();
-                    crate::gpu::ops::run(self.gpu, seg)?;
+                    crate::gpu::ops::run(&self.gpu, seg)?;
                     Ok(t0.elapsed().as_secs_f64() * 1e9)
                 })
                 .collect(),
@@ -171,7 +171,7 @@ impl<'a> Engine<'a> {
             }
         };
         if let Some(t) = &self.timer {
-            return Ok(t.time_with(self.gpu, 1, &mut record)?[0]);
+            return Ok(t.time_with(&self.gpu, 1, &mut record)?[0]);
         }
         let t0 = Instant::now();
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
@@ -204,18 +204,18 @@ impl<'a> Engine<'a> {
         // The embedding gather comes before the first block.
         let embed = 0..blocks.first().map_or(0, |b| b.attn.start);
         let n_pos = self.pos + 1;
-        crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[embed])?;
+        crate::gpu::ops::run(&self.gpu, &self.plan.at(n_pos)[embed])?;
         for b in &blocks {
-            crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[b.attn.clone()])?;
+            crate::gpu::ops::run(&self.gpu, &self.plan.at(n_pos)[b.attn.clone()])?;
             read(self, After::Attn, b.layer, &mut out)?;
-            crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[b.ffn.clone()])?;
+            crate::gpu::ops::run(&self.gpu, &self.plan.at(n_pos)[b.ffn.clone()])?;
             if b.moe {
                 read(self, After::MoeFfn, b.layer, &mut out)?;
             }
             read(self, After::Ffn, b.layer, &mut out)?;
         }
         let head = blocks.last().map_or(0, |b| b.ffn.end)..self.plan.dispatches.len();
-        crate::gpu::ops::run(self.gpu, &self.plan.at(n_pos)[head])?;
+        crate::gpu::ops::run(&self.gpu, &self.plan.at(n_pos)[head])?;
         let n = self.model.config.n_vocab;
         out.push((
             "result_output".into(),
