@@ -7,6 +7,7 @@ mod generate;
 mod json;
 mod perplexity;
 mod progress;
+mod serve;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -133,6 +134,9 @@ enum Command {
     /// back and earlier turns stay in the KV cache. /reset starts over,
     /// /exit quits, Ctrl-C stops the current reply.
     Chat(chat::ChatArgs),
+    /// An OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions,
+    /// /v1/models, /health) with --parallel sessions over one loaded model.
+    Serve(serve::ServeArgs),
     /// Perplexity of a text file, as llama-perplexity computes it (windows of
     /// --ctx tokens, the second half of each scored).
     Perplexity(perplexity::PerplexityArgs),
@@ -247,6 +251,7 @@ pub fn main() -> i32 {
         Command::Devices { json } => tools::devices(json),
         Command::Bench(args) => bench::bench(&args),
         Command::Chat(a) => chat::chat(&a),
+        Command::Serve(a) => serve::serve(&a),
         Command::Perplexity(a) => perplexity::perplexity(&a),
     };
     match result {
