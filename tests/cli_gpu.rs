@@ -302,12 +302,37 @@ fn bench_tiers_emit_their_fields() {
             "micro lacks {op}: {j}"
         );
     }
-    let o = glmw(&["bench", "--tier", "model"]);
-    assert!(
-        !o.status.success() && text(&o.stderr).contains("--preset"),
-        "{}",
-        text(&o.stderr)
-    );
+    // Without --model or --preset: the built-in model, as everywhere.
+    let j = ok(&[
+        "bench", "--tier", "model", "-p", "8", "-n", "2", "-d", "0", "-r", "1", "--json",
+    ]);
+    assert!(j.contains("glmw-tiny (built in)"), "{j}");
+}
+
+#[test]
+fn a_closed_stdout_and_a_headless_machine_are_quiet() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let quiet = |args: &[&str], read: usize| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_glmw"))
+            .args(args)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("NODEVICE_SELECT")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run glmw");
+        // Read a little, then close the pipe as `| head` does.
+        let mut out = child.stdout.take().unwrap();
+        out.read_exact(&mut vec![0; read]).unwrap();
+        drop(out);
+        let o = child.wait_with_output().unwrap();
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "glmw {args:?}: {:?} {err}", o.status);
+        assert!(!err.contains("error") && !err.contains("panicked"), "{err}");
+    };
+    quiet(&["generate", "-p", "In the beginning", "-n", "64"], 4);
+    quiet(&["info"], 0);
 }
 
 #[test]
