@@ -86,3 +86,37 @@ fn a_reply_can_be_cancelled() {
     chat.reset().unwrap();
     assert!(chat.history().is_empty());
 }
+
+#[test]
+fn a_long_chat_drops_its_oldest_turns_instead_of_ending() {
+    let rt = runtime(64);
+    let session = rt.session(greedy()).unwrap();
+    let mut chat = Chat::new(session, Some("Be brief.".into()), false).unwrap();
+    let mut dropped = 0;
+    for turn in [
+        "Hello",
+        "Who begat Enos?",
+        "And then?",
+        "Tell me more",
+        "Amen",
+    ] {
+        let r = chat.send(turn, 12, &mut |_| true).unwrap();
+        assert!(!r.tokens.is_empty(), "turn {turn:?} got no reply");
+        assert!(chat.history().len() <= 64);
+        dropped += r.dropped;
+    }
+    assert!(
+        dropped > 0,
+        "64 tokens hold five turns only by dropping some"
+    );
+    assert_eq!(chat.messages().len() % 2, 0);
+
+    // After the shift the cache is exactly the kept conversation.
+    let opts = EngineOptions {
+        n_ctx: 64,
+        ..Default::default()
+    };
+    let mut fresh = common::tiny_engine(opts);
+    let last = fresh.prefill(chat.history()).unwrap();
+    assert_eq!(last[0].0, chat.candidates()[0].0);
+}

@@ -103,7 +103,7 @@ fn generate_rejects_bad_settings_and_stops_at_full_context() {
     for (args, needle) in [
         (vec!["--temp", "-1"], "temperature"),
         (vec!["--top-p", "0"], "top-p"),
-        (vec!["--top-k", "65"], "top-k"),
+        (vec!["-n", "-2"], "-1 for no limit"),
         (vec!["--ctx", "2"], "--ctx"),
         (vec!["--backend", "cpu"], "GPU"),
     ] {
@@ -307,6 +307,68 @@ fn bench_tiers_emit_their_fields() {
         "bench", "--tier", "model", "-p", "8", "-n", "2", "-d", "0", "-r", "1", "--json",
     ]);
     assert!(j.contains("glmw-tiny (built in)"), "{j}");
+}
+
+#[test]
+fn llama_cpp_flags_work() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["generate", "-p", "In the beginning", "--json"];
+        args.extend(extra);
+        ok(&args)
+    };
+    // -c, -s, --temperature, -n -1 (to the end of the context), --top-k 0.
+    let a = run(&[
+        "-c",
+        "24",
+        "-s",
+        "3",
+        "--temperature",
+        "0.7",
+        "-n",
+        "-1",
+        "--top-k",
+        "0",
+    ]);
+    assert!(a.contains("\"stop\":\"context full\""), "{a}");
+    assert!(a.contains("\"seed\":3"), "{a}");
+    let b = run(&[
+        "--ctx-size",
+        "24",
+        "--seed",
+        "3",
+        "--temp",
+        "0.7",
+        "-n",
+        "-1",
+        "--top-k",
+        "64",
+    ]);
+    assert_eq!(field(&a, "tokens"), field(&b, "tokens"));
+    // top-k past the GPU's 64 candidates takes them all; --system wraps
+    // the prompt in the chat template.
+    run(&["-n", "2", "--top-k", "100"]);
+    let c = run(&["-n", "2", "--system", "Be brief.", "--no-think"]);
+    let d = run(&["-n", "2"]);
+    assert_ne!(field(&c, "prompt_tokens"), field(&d, "prompt_tokens"));
+    // chat takes the same sampling flags.
+    let o = Command::new(env!("CARGO_BIN_EXE_glmw"))
+        .args([
+            "chat", "-c", "48", "-n", "3", "--top-p", "0.9", "--min-p", "0.1",
+        ])
+        .args(["--repeat-penalty", "1.1", "--stop", "zzz", "-s", "1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+/// The text of a number or number-array field in a one-line JSON record.
+fn field(doc: &str, key: &str) -> String {
+    let at = doc.find(&format!("\"{key}\":")).expect(key) + key.len() + 3;
+    doc[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || ".-+eE[],".contains(*c))
+        .collect()
 }
 
 #[test]

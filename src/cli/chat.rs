@@ -7,9 +7,9 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::sampling::{n_predict, NPredict, SamplingArgs};
 use super::DeviceArgs;
 use glmw::chat::{Chat, Stop};
-use glmw::sample::SamplerOptions;
 use glmw::{Error, Result};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -41,23 +41,21 @@ pub struct ChatArgs {
     #[arg(long, short)]
     pub model: Option<PathBuf>,
     /// A system message to start the conversation with.
-    #[arg(long)]
+    #[arg(long, visible_alias = "system-prompt")]
     pub system: Option<String>,
     /// Answer without a thinking section (GLM's <think> is on by default).
     #[arg(long)]
     pub no_think: bool,
-    /// Most tokens per reply.
-    #[arg(long, short = 'n', default_value_t = 1024)]
-    pub n_predict: usize,
-    /// Context length in tokens [default: 4096, or the model's training context if shorter].
-    #[arg(long)]
+    /// Most tokens per reply; -1 (the default) runs to the end of the turn
+    /// or of the context.
+    #[arg(long, short = 'n', default_value = "-1", value_parser = n_predict, allow_negative_numbers = true)]
+    pub n_predict: NPredict,
+    /// Context length in tokens [default: 4096, or the model's training
+    /// context if shorter]. When it fills, the oldest turns are dropped.
+    #[arg(long, short = 'c', visible_alias = "ctx-size")]
     pub ctx: Option<usize>,
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
-    pub temp: f32,
-    /// Random seed for sampling (default: from the clock).
-    #[arg(long)]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -85,7 +83,8 @@ fn read_line(stdin: &std::io::Stdin, buf: &mut Vec<u8>) -> Result<Option<String>
 }
 
 /// Send one user turn: the reply streams to stdout, how it ended to stderr.
-fn turn(chat: &mut Chat, msg: &str, n_predict: usize) -> Result<()> {
+fn turn(chat: &mut Chat, msg: &str, n_predict: NPredict) -> Result<()> {
+    let n_predict = n_predict.within(chat.session().n_ctx());
     INTERRUPTED.store(false, Ordering::SeqCst);
     let mut out = std::io::stdout();
     let mut write_err = None;
@@ -100,17 +99,26 @@ fn turn(chat: &mut Chat, msg: &str, n_predict: usize) -> Result<()> {
         return Err(io_err(e));
     }
     let n_ctx = chat.session().n_ctx();
-    let full = || eprintln!("[context full ({n_ctx} tokens): /reset to start a new conversation]");
     match reply {
         Ok(r) => {
             println!();
+            if r.dropped > 0 {
+                eprintln!(
+                    "[context full: dropped the {} oldest messages to go on]",
+                    r.dropped
+                );
+            }
             match r.stop {
                 Stop::Cancelled => eprintln!("[stopped]"),
-                Stop::ContextFull => full(),
+                Stop::ContextFull => eprintln!(
+                    "[the reply filled the context ({n_ctx} tokens); the next turn drops the oldest ones]"
+                ),
                 Stop::Length | Stop::EndOfTurn | Stop::StopString => {}
             }
         }
-        Err(Error::ContextFull { .. }) => full(),
+        Err(Error::ContextFull { .. }) => {
+            eprintln!("[that message does not fit in the context ({n_ctx} tokens; -c sets it)]")
+        }
         Err(e) => return Err(e),
     }
     Ok(())
@@ -119,11 +127,8 @@ fn turn(chat: &mut Chat, msg: &str, n_predict: usize) -> Result<()> {
 pub fn chat(a: &ChatArgs) -> Result<()> {
     let load = a.device.load_options("chat", a.ctx)?;
     let rt = super::load_runtime(a.model.as_deref(), load)?;
-    let session = rt.session(SamplerOptions {
-        temperature: a.temp,
-        seed: a.seed.unwrap_or_else(super::clock_seed),
-        ..Default::default()
-    })?;
+    let mut session = rt.session(a.sampling.options())?;
+    session.set_stop_strings(&a.sampling.stop);
     let mut chat = Chat::new(session, a.system.clone(), !a.no_think)?;
     catch_ctrl_c();
     let tty = std::io::stdin().is_terminal();

@@ -7,6 +7,7 @@ mod generate;
 mod json;
 mod perplexity;
 mod progress;
+mod sampling;
 mod serve;
 mod tools;
 
@@ -316,7 +317,7 @@ pub fn main() -> i32 {
         Err(e) if broken_pipe(&e) => 0,
         Err(e) => {
             let hint = match e {
-                glmw::Error::ContextFull { .. } => " (--ctx sets the context length)",
+                glmw::Error::ContextFull { .. } => " (-c / --ctx sets the context length)",
                 _ => "",
             };
             eprintln!("error: {e}{hint}");

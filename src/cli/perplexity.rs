@@ -118,7 +118,7 @@ pub struct PerplexityArgs {
     #[arg(long, short)]
     pub file: PathBuf,
     /// Window length in tokens; the text needs at least two windows.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, short = 'c', visible_alias = "ctx-size", default_value_t = 512)]
     pub ctx: usize,
     #[command(flatten)]
     pub device: DeviceArgs,

@@ -19,6 +19,7 @@ use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::sampling::{n_predict, NPredict, SamplingArgs};
 use super::DeviceArgs;
 use glmw::sample::{Sampler, SamplerOptions};
 use glmw::{CancelHandle, Error, Result, Runtime};
@@ -49,6 +50,13 @@ pub struct ServeArgs {
     /// The model name `/v1/models` reports [default: the file's name].
     #[arg(long)]
     pub alias: Option<String>,
+    /// Most tokens per answer when a request sets no max_tokens; -1 runs
+    /// to the end of the turn or of the context.
+    #[arg(long, short = 'n', default_value = "-1", value_parser = n_predict, allow_negative_numbers = true)]
+    pub n_predict: NPredict,
+    /// The sampling a request gets for what it leaves out.
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -58,7 +66,11 @@ struct App {
     rt: Runtime,
     slots: Slots,
     model: String,
+    /// The flags' sampling; the seed is fixed only when -s was given.
     defaults: SamplerOptions,
+    fixed_seed: bool,
+    stops: Vec<String>,
+    n_predict: NPredict,
     next_id: AtomicU64,
 }
 
@@ -82,7 +94,10 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         rt,
         slots,
         model,
-        defaults: SamplerOptions::default(),
+        defaults: a.sampling.options(),
+        fixed_seed: a.sampling.seed.is_some_and(|s| s >= 0),
+        stops: a.sampling.stop.clone(),
+        n_predict: a.n_predict,
         next_id: AtomicU64::new(1),
     });
     let io = |what: &str, source| Error::Io {
@@ -230,15 +245,26 @@ fn job(
         )));
     }
     let room = n_ctx - prompt.len();
-    let max_tokens = common.max_tokens()?.unwrap_or(room);
-    let sampling = common.sampling(&app.defaults, super::clock_seed());
+    let max_tokens = match common.max_tokens()? {
+        Some(n) => n,
+        None => app.n_predict.within(room),
+    };
+    let seed = match app.fixed_seed {
+        true => app.defaults.seed,
+        false => super::clock_seed(),
+    };
+    let sampling = common.sampling(&app.defaults, seed);
+    let stops = match &common.stop {
+        Some(_) => common.stops(),
+        None => app.stops.clone(),
+    };
     Sampler::new(sampling).map_err(rejection)?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let job = Job {
         prompt,
         max_tokens,
         sampling,
-        stops: common.stops(),
+        stops,
         cancel: CancelHandle::new(),
         events: tx,
     };
