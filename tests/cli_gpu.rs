@@ -546,12 +546,14 @@ fn chat_reads_turns_from_stdin() {
         .spawn()
         .expect("run glmw chat");
     // One line is not UTF-8: it is skipped and the chat goes on.
-    let turns = b"Hello\nAnd \xff\xfe more\nAnd more\n/reset\nAgain\nfour\nfive\nsix\nseven\n/exit\nnot read\n";
+    let turns = b"Hello\nAnd \xff\xfe more\n/help\n/nope\nAnd more\n/reset\nAgain\nfour\nfive\nsix\nseven\n/exit\nnot read\n";
     child.stdin.take().unwrap().write_all(turns).unwrap();
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(err.contains("[conversation reset]"), "{err}");
+    assert!(err.contains("/reset   start a new conversation"), "{err}");
+    assert!(err.contains("unknown command /nope"), "{err}");
     assert!(err.contains("not UTF-8"), "{err}");
     // 40 tokens of context fill up within the turns after the reset.
     assert!(err.contains("context full"), "{err}");

@@ -1,7 +1,9 @@
 //! `glmw chat`: an interactive conversation on the GPU. Each line read from
-//! stdin is a user turn; replies stream to stdout; earlier turns stay in the
-//! KV cache. `/reset` starts over, `/exit` (or end of input) quits, and
-//! Ctrl-C stops the reply being written (on Unix) rather than the program.
+//! stdin is a user turn (on a terminal through a line editor with
+//! history); replies stream to stdout; earlier turns stay in the KV cache.
+//! `/help` lists the commands, `/reset` starts over, `/exit` (or end of
+//! input) quits, and Ctrl-C stops the reply being written (on Unix) rather
+//! than the program; at the prompt it says how to leave.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -124,6 +126,54 @@ fn turn(chat: &mut Chat, msg: &str, n_predict: NPredict) -> Result<()> {
     Ok(())
 }
 
+const HELP: &str = "\
+/help    this list
+/reset   start a new conversation (the system message stays)
+/exit    leave (also /quit, or Ctrl-D at an empty prompt)
+Ctrl-C   stops the reply being written";
+
+/// Where user lines come from: a line editor with history on a terminal
+/// (arrow keys, Ctrl-R), plain stdin otherwise.
+enum Input {
+    Editor(Box<rustyline::DefaultEditor>),
+    Pipe(std::io::Stdin, Vec<u8>),
+}
+
+enum Line {
+    Text(String),
+    /// Ctrl-C at the prompt.
+    Interrupted,
+    End,
+}
+
+impl Input {
+    fn new() -> Input {
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            if let Ok(e) = rustyline::DefaultEditor::new() {
+                return Input::Editor(Box::new(e));
+            }
+        }
+        Input::Pipe(stdin, Vec::new())
+    }
+
+    fn read(&mut self) -> Result<Line> {
+        use rustyline::error::ReadlineError;
+        match self {
+            Input::Editor(e) => match e.readline("> ") {
+                Ok(line) => {
+                    let _ = e.add_history_entry(line.as_str());
+                    Ok(Line::Text(line))
+                }
+                Err(ReadlineError::Interrupted) => Ok(Line::Interrupted),
+                Err(ReadlineError::Eof) => Ok(Line::End),
+                Err(e) => Err(io_err(std::io::Error::other(e.to_string()))),
+            },
+            Input::Pipe(stdin, buf) => Ok(read_line(stdin, buf)?.map_or(Line::End, Line::Text)),
+        }
+    }
+}
+
 pub fn chat(a: &ChatArgs) -> Result<()> {
     let load = a.device.load_options("chat", a.ctx)?;
     let rt = super::load_runtime(a.model.as_deref(), load)?;
@@ -131,28 +181,32 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
     session.set_stop_strings(&a.sampling.stop);
     let mut chat = Chat::new(session, a.system.clone(), !a.no_think)?;
     catch_ctrl_c();
-    let tty = std::io::stdin().is_terminal();
-    if tty {
+    let mut input = Input::new();
+    if let Input::Editor(_) = input {
         eprintln!(
-            "glmw chat: {} tokens of context. /reset starts over, /exit quits, Ctrl-C stops a reply.",
+            "glmw chat: {} tokens of context. /help lists the commands, /exit quits, Ctrl-C stops a reply.",
             rt.n_ctx()
         );
     }
-    let stdin = std::io::stdin();
-    let mut buf = Vec::new();
     loop {
-        if tty {
-            eprint!("> ");
-        }
-        let Some(msg) = read_line(&stdin, &mut buf)? else {
-            break;
+        let msg = match input.read()? {
+            Line::End => break,
+            Line::Interrupted => {
+                eprintln!("[Ctrl-C stops a reply; to leave, type /exit or press Ctrl-D]");
+                continue;
+            }
+            Line::Text(t) => t,
         };
         match msg.trim() {
             "" => continue,
             "/exit" | "/quit" => break,
+            "/help" | "/?" => eprintln!("{HELP}"),
             "/reset" => {
                 chat.reset()?;
                 eprintln!("[conversation reset]");
+            }
+            cmd if cmd.starts_with('/') && !cmd.contains(' ') => {
+                eprintln!("[unknown command {cmd}; /help lists them]")
             }
             _ => turn(&mut chat, &msg, a.n_predict)?,
         }
