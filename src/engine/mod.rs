@@ -441,6 +441,9 @@ impl<'a> Engine<'a> {
     /// chunk also runs the output head and copies its results out.
     fn run_prefill(&mut self, tokens: &[u32], want_logits: bool) -> Result<()> {
         self.check_prefill(tokens)?;
+        // The next token's command buffer was recorded for the depth before
+        // this prefill (its attention kernel depends on it).
+        self.prepared = None;
         let n_embd = self.model.config.n_embd as u64;
         let chunks: Vec<&[u32]> = tokens.chunks(self.prefill.ubatch).collect();
         for (i, chunk) in chunks.iter().enumerate() {
