@@ -175,8 +175,8 @@ pub fn micro(
     count: usize,
     contexts: &[usize],
 ) -> Result<MicroReport> {
-    let read_gb_s = read_bandwidth(e.gpu)?;
-    let floor = floor::dispatch_floor(e.gpu)?;
+    let read_gb_s = read_bandwidth(&e.gpu)?;
+    let floor = floor::dispatch_floor(&e.gpu)?;
     let blocks = e.blocks().to_vec();
     let b = match layer {
         Some(l) => blocks.get(l).cloned(),

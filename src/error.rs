@@ -27,6 +27,8 @@ pub enum Error {
     InvalidArgument(String),
     /// The context window is full.
     ContextFull { n_ctx: usize },
+    /// A `CancelHandle` stopped a prompt while it was being fed.
+    Cancelled,
     /// No usable GPU adapter, a missing feature, or a device error.
     Gpu(String),
 }
@@ -71,12 +73,12 @@ impl fmt::Display for Error {
             Error::Model(m) => write!(f, "invalid model: {m}"),
             Error::Tokenizer(m) => write!(f, "tokenizer: {m}"),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
-            Error::ContextFull { n_ctx } => {
-                write!(
-                    f,
-                    "context is full ({n_ctx} tokens); use a larger --ctx or start over"
-                )
-            }
+            Error::ContextFull { n_ctx } => write!(
+                f,
+                "the context is full ({n_ctx} tokens): load with a longer context, or reset \
+                 the session"
+            ),
+            Error::Cancelled => write!(f, "cancelled"),
             Error::Gpu(m) => write!(f, "gpu: {m}"),
         }
     }

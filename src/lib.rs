@@ -58,6 +58,8 @@ pub mod reference;
 pub mod sample;
 pub mod session;
 #[doc(hidden)]
+pub mod shared;
+#[doc(hidden)]
 pub mod synth;
 pub mod tokenizer;
 
@@ -65,3 +67,4 @@ pub use error::{Error, Result};
 pub use gpu::{BackendChoice, GpuOptions};
 pub use sample::SamplerOptions;
 pub use session::{CancelHandle, LoadOptions, Runtime, Session, Stop, Token};
+pub use tokenizer::{ChatMessage, Role};

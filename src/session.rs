@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Gpu, GpuOptions};
 use crate::model::{Config, Model};
 use crate::sample::{Sampler, SamplerOptions};
-use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::tokenizer::{ChatMessage, StreamDecoder, Tokenizer};
 
 mod stops;
 use stops::StopStrings;
@@ -62,11 +62,16 @@ pub fn default_n_ctx(config: &Config) -> usize {
     4096.min(config.n_ctx_train.max(1))
 }
 
-/// A model, its tokenizer and its weights resident on one GPU.
+/// A model, its tokenizer and its weights resident on one GPU. A runtime
+/// is a shared handle: cloning one is cheap (the weights are not copied),
+/// and each `Session` holds a clone, so sessions can live anywhere, on any
+/// thread, for as long as they are wanted (a server keeps them beside
+/// the runtime it serves from).
+#[derive(Clone)]
 pub struct Runtime {
-    model: Model,
-    tokenizer: Tokenizer,
-    gpu: Gpu,
+    model: Arc<Model>,
+    tokenizer: Arc<Tokenizer>,
+    gpu: Arc<Gpu>,
     resident: Resident,
     opts: EngineOptions,
 }
@@ -105,18 +110,24 @@ impl Runtime {
         };
         let resident = Resident::upload(&model, &gpu, &opts, progress)?;
         Ok(Runtime {
-            model,
-            tokenizer,
-            gpu,
+            model: Arc::new(model),
+            tokenizer: Arc::new(tokenizer),
+            gpu: Arc::new(gpu),
             resident,
             opts,
         })
     }
 
-    /// A new session with an empty KV cache of `n_ctx` tokens.
-    pub fn session(&self, sampling: SamplerOptions) -> Result<Session<'_>> {
-        let engine = Engine::open(&self.model, &self.gpu, &self.resident, self.opts)?;
-        Session::new(engine, &self.tokenizer, sampling)
+    /// A new session with an empty KV cache of `n_ctx` tokens; it holds a
+    /// clone of this runtime.
+    pub fn session(&self, sampling: SamplerOptions) -> Result<Session> {
+        let engine = Engine::open(
+            self.model.clone(),
+            self.gpu.clone(),
+            &self.resident,
+            self.opts,
+        )?;
+        Session::new(self.clone(), engine, sampling)
     }
 
     /// Each session's context length (`LoadOptions::n_ctx` or the default).
@@ -189,27 +200,46 @@ pub struct Token {
     pub text: String,
 }
 
-/// Stops a session's generation from another thread: the next token is not
-/// produced (`Stop::Cancelled`). A cancel before generation starts is
-/// forgotten.
+/// Stops a session's work from another thread: a prompt being fed stops
+/// at the next prefill chunk (`Error::Cancelled`), a generation before its
+/// next token (`Stop::Cancelled`). A cancel that arrives while the session
+/// is idle is forgotten when the next feed or generation starts.
 #[derive(Clone, Debug, Default)]
 pub struct CancelHandle(Arc<AtomicBool>);
 
 impl CancelHandle {
+    pub fn new() -> CancelHandle {
+        CancelHandle::default()
+    }
+
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Whether a cancel arrived, forgetting it.
+    fn take(&self) -> bool {
+        self.0.swap(false, Ordering::SeqCst)
+    }
+
+    fn clear(&self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
 /// A conversation or document over a model: its KV cache, sampler and the
-/// tokens seen so far.
-pub struct Session<'a> {
-    engine: Engine<'a>,
-    tok: &'a Tokenizer,
+/// tokens seen so far. A session holds its runtime (a clone of the
+/// handle) and is `Send`: it can move to the thread that serves it.
+pub struct Session {
+    rt: Runtime,
+    engine: Engine<'static>,
     opts: SamplerOptions,
     sampler: Sampler,
-    decoder: StreamDecoder<'a>,
-    /// The next token's candidates (empty before anything is fed).
+    decoder: StreamDecoder<'static>,
+    /// The next token's candidates (empty until something is fed).
     cands: Candidates,
     history: Vec<u32>,
     cancel: CancelHandle,
@@ -221,23 +251,18 @@ pub struct Session<'a> {
     perf: Perf,
 }
 
-impl<'a> Session<'a> {
-    /// A session over `engine` (its cache is reset), for callers that build
-    /// engines themselves; `Runtime::session` is the usual way.
-    pub fn new(
-        mut engine: Engine<'a>,
-        tok: &'a Tokenizer,
-        sampling: SamplerOptions,
-    ) -> Result<Session<'a>> {
+impl Session {
+    /// A session over `engine` (its cache is reset), opened over `rt`.
+    fn new(rt: Runtime, mut engine: Engine<'static>, sampling: SamplerOptions) -> Result<Session> {
         let sampler = Sampler::new(sampling)?;
         engine.set_candidates(sampler.candidates())?;
         engine.reset();
         Ok(Session {
+            decoder: StreamDecoder::new(rt.tokenizer.clone()),
+            rt,
             engine,
-            tok,
             opts: sampling,
             sampler,
-            decoder: tok.stream_decoder(),
             cands: Vec::new(),
             history: Vec::new(),
             cancel: CancelHandle::default(),
@@ -253,9 +278,9 @@ impl<'a> Session<'a> {
     /// sequence with the model's prompt prefix (`Tokenizer::prompt_prefix`,
     /// `[gMASK]<sop>` for GLM) unless the text begins with it.
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
-        let ids = self.tok.encode(text, true)?;
+        let ids = self.rt.tokenizer.encode(text, true)?;
         Ok(match self.history.is_empty() {
-            true => self.tok.with_prompt_prefix(ids),
+            true => self.rt.tokenizer.with_prompt_prefix(ids),
             false => ids,
         })
     }
@@ -263,24 +288,87 @@ impl<'a> Session<'a> {
     /// Tokenize `text` as `tokenize` does and feed it; returns the number
     /// of tokens fed. Special-token text is read as those tokens: this is
     /// the caller's own prompt, as llama.cpp reads one. For text that comes
-    /// from users, use `chat::Chat`, or `Tokenizer::encode_chat` and
-    /// `feed`, which keep it from being read as markers.
+    /// from users, use `feed_messages` or `chat::Chat`, which keep it from
+    /// being read as markers.
     pub fn feed_text(&mut self, text: &str) -> Result<usize> {
         let ids = self.tokenize(text)?;
         self.feed(&ids)?;
         Ok(ids.len())
     }
 
-    /// Feed `tokens` through the batched prefill. On error nothing is fed
-    /// (a context overflow is `Error::ContextFull`).
+    /// Feed `tokens` through the batched prefill. A bad token id or a
+    /// context overflow (`Error::ContextFull`) is found before anything is
+    /// fed. A `CancelHandle` stops the feed between prefill chunks
+    /// (`Error::Cancelled`); the chunks fed by then stay (`history`).
     pub fn feed(&mut self, tokens: &[u32]) -> Result<()> {
-        if tokens.is_empty() {
-            return Ok(());
+        self.cancel.clear();
+        self.check_room(tokens)?;
+        for chunk in tokens.chunks(self.engine.ubatch()) {
+            if self.cancel.take() {
+                return Err(Error::Cancelled);
+            }
+            let t0 = Instant::now();
+            self.cands = self.engine.prefill(chunk)?;
+            self.fed(chunk, t0);
         }
-        let t0 = Instant::now();
-        self.cands = self.engine.prefill(tokens)?;
-        self.fed(tokens, t0);
         Ok(())
+    }
+
+    /// `tokens` are in the vocabulary and fit in the cache after what it
+    /// holds.
+    fn check_room(&self, tokens: &[u32]) -> Result<()> {
+        let n_vocab = self.engine.model.config.n_vocab;
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(Error::InvalidArgument(format!(
+                "token id {t} is outside the vocabulary (0..{n_vocab})"
+            )));
+        }
+        match self.pos().checked_add(tokens.len()) {
+            Some(end) if end <= self.n_ctx() => Ok(()),
+            _ => Err(Error::ContextFull {
+                n_ctx: self.n_ctx(),
+            }),
+        }
+    }
+
+    /// Make the session hold exactly `tokens`: keep the longest prefix the
+    /// cache shares with them, drop the rest and feed only the remainder
+    /// (a server's follow-up request, or a regenerated reply, re-feeds
+    /// just its new text). Returns how many tokens were reused. Errors as
+    /// `feed`; on one found before feeding the session is unchanged.
+    pub fn feed_reusing(&mut self, tokens: &[u32]) -> Result<usize> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidArgument("the prompt is empty".into()));
+        }
+        let common = self
+            .history
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // The last token is fed again whatever the cache holds: its
+        // candidates are the ones to sample from.
+        let keep = common.min(tokens.len() - 1);
+        if tokens.len() > self.n_ctx() {
+            return Err(Error::ContextFull {
+                n_ctx: self.n_ctx(),
+            });
+        }
+        self.truncate(keep)?;
+        self.feed(&tokens[keep..])?;
+        Ok(keep)
+    }
+
+    /// Render `messages` with the model's chat template, ending with the
+    /// assistant's turn (`thinking`: let the model reason first, GLM's
+    /// `<think>`), and make the session hold that prompt as
+    /// `feed_reusing` does, so a conversation sent again with one more
+    /// message feeds only that message. Message text is never read as
+    /// template markers. Returns the prompt's length in tokens.
+    pub fn feed_messages(&mut self, messages: &[ChatMessage], thinking: bool) -> Result<usize> {
+        let ids = self.rt.tokenizer.encode_messages(messages, thinking)?;
+        self.feed_reusing(&ids)?;
+        Ok(ids.len())
     }
 
     /// Feed `tokens` and return the logits after each of them (row i, of
@@ -316,6 +404,25 @@ impl<'a> Session<'a> {
         self.stops = StopStrings::new(stops);
     }
 
+    /// Sample with `opts` from now on (the penalties still see every token
+    /// in the cache). Set it before feeding: the candidates already read
+    /// back were chosen for the old settings.
+    pub fn set_sampling(&mut self, opts: SamplerOptions) -> Result<()> {
+        let sampler = Sampler::new(opts)?;
+        self.engine.set_candidates(sampler.candidates())?;
+        self.opts = opts;
+        self.restart_sampler()
+    }
+
+    /// A fresh sampler that has seen the cache's tokens.
+    fn restart_sampler(&mut self) -> Result<()> {
+        self.sampler = Sampler::new(self.opts)?;
+        for &t in &self.history {
+            self.sampler.accept(t);
+        }
+        Ok(())
+    }
+
     /// Text generated but not yet returned in a `Token` because it could
     /// begin a stop string; print it once generation has ended.
     pub fn held_text(&self) -> &str {
@@ -332,7 +439,7 @@ impl<'a> Session<'a> {
         }
         let t0 = Instant::now();
         let id = self.sampler.sample(&self.cands)?;
-        if self.tok.is_eog(id) {
+        if self.rt.tokenizer.is_eog(id) {
             self.stop = Some(Stop::EndOfTurn);
             return Ok(None);
         }
@@ -355,7 +462,7 @@ impl<'a> Session<'a> {
 
     /// Why no token can be generated now, if so.
     fn stopped(&mut self) -> Result<Option<Stop>> {
-        if self.cancel.0.swap(false, Ordering::SeqCst) {
+        if self.cancel.take() {
             return Ok(Some(Stop::Cancelled));
         }
         if self.stops.take_hit() {
@@ -364,7 +471,7 @@ impl<'a> Session<'a> {
         if self.full {
             return Ok(Some(Stop::ContextFull));
         }
-        if self.history.is_empty() {
+        if self.cands.is_empty() {
             return Err(Error::InvalidArgument(
                 "feed a prompt before generating".into(),
             ));
@@ -375,10 +482,10 @@ impl<'a> Session<'a> {
     /// An iterator over up to `max` generated tokens. An error (nothing
     /// fed yet, a GPU failure, corrupt logits) is yielded once and ends
     /// the iteration, so `for t in s.tokens(n)` never spins on it.
-    pub fn tokens(&mut self, max: usize) -> Tokens<'_, 'a> {
+    pub fn tokens(&mut self, max: usize) -> Tokens<'_> {
         self.stop = None;
         self.stops.restart();
-        self.cancel.0.store(false, Ordering::SeqCst);
+        self.cancel.clear();
         Tokens {
             session: self,
             left: max,
@@ -413,23 +520,39 @@ impl<'a> Session<'a> {
         self.stop
     }
 
-    /// A handle that stops this session's generation from any thread.
+    /// A handle that stops this session's feed or generation from any
+    /// thread.
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
     }
 
+    /// Listen to `handle` from now on instead of the session's own: a
+    /// server makes one per request before a session takes it up.
+    pub fn set_cancel_handle(&mut self, handle: CancelHandle) {
+        self.cancel = handle;
+    }
+
     /// Forget everything fed and generated; the sampler starts over.
     pub fn reset(&mut self) -> Result<()> {
-        self.engine.reset();
-        self.history.clear();
+        self.truncate(0)?;
+        self.perf = Perf::default();
+        Ok(())
+    }
+
+    /// Keep only the first `n` tokens of the cache (no change if it holds
+    /// fewer); generation needs a feed after it.
+    pub fn truncate(&mut self, n: usize) -> Result<()> {
+        if n >= self.history.len() && !self.full {
+            return Ok(());
+        }
+        self.engine.truncate(n);
+        self.history.truncate(n);
         self.cands.clear();
-        self.sampler = Sampler::new(self.opts)?;
-        self.decoder = self.tok.stream_decoder();
+        self.decoder = StreamDecoder::new(self.rt.tokenizer.clone());
         self.stop = None;
         self.stops.restart();
         self.full = false;
-        self.perf = Perf::default();
-        Ok(())
+        self.restart_sampler()
     }
 
     /// Every token in the cache, in order.
@@ -451,8 +574,13 @@ impl<'a> Session<'a> {
         self.engine.n_ctx()
     }
 
-    pub fn tokenizer(&self) -> &'a Tokenizer {
-        self.tok
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.rt.tokenizer
+    }
+
+    /// The runtime this session runs on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
     }
 
     /// Prompt and generation timings since the last reset.
@@ -483,13 +611,13 @@ fn top_candidates(logits: &[f32], k: usize) -> Candidates {
 /// Generated tokens, pulled one at a time (`Session::tokens`); ends at an
 /// end-of-turn token, a full context, cancellation, the token limit, or
 /// after yielding an error.
-pub struct Tokens<'s, 'a> {
-    session: &'s mut Session<'a>,
+pub struct Tokens<'s> {
+    session: &'s mut Session,
     left: usize,
     failed: bool,
 }
 
-impl Iterator for Tokens<'_, '_> {
+impl Iterator for Tokens<'_> {
     type Item = Result<Token>;
 
     fn next(&mut self) -> Option<Result<Token>> {
@@ -505,4 +633,13 @@ impl Iterator for Tokens<'_, '_> {
         self.failed = matches!(next, Some(Err(_)));
         next
     }
+}
+
+/// A session and its runtime move between threads (a server's workers).
+#[allow(dead_code)]
+fn assert_send() {
+    fn is_send<T: Send>() {}
+    fn is_send_sync<T: Send + Sync>() {}
+    is_send::<Session>();
+    is_send_sync::<Runtime>();
 }

@@ -7,7 +7,7 @@ mod common;
 use glmw::chat::{Chat, Stop};
 use glmw::engine::EngineOptions;
 use glmw::sample::SamplerOptions;
-use glmw::tokenizer::Tokenizer;
+use glmw::{LoadOptions, Runtime};
 
 fn greedy() -> SamplerOptions {
     SamplerOptions {
@@ -16,15 +16,21 @@ fn greedy() -> SamplerOptions {
     }
 }
 
-#[test]
-fn second_turn_feeds_only_its_own_text() {
-    let tok = Tokenizer::from_gguf(&common::tiny().file).unwrap();
-    let opts = EngineOptions {
-        n_ctx: 256,
+/// The tiny model's runtime with an `n_ctx`-token context.
+fn runtime(n_ctx: usize) -> Runtime {
+    common::gpu(); // fails with the lavapipe hint when there is no adapter
+    let opts = LoadOptions {
+        n_ctx: Some(n_ctx),
         ..Default::default()
     };
-    let engine = common::tiny_engine(opts);
-    let session = glmw::Session::new(engine, &tok, greedy()).unwrap();
+    Runtime::load(common::tiny_model(), opts, &mut |_, _| {}).unwrap()
+}
+
+#[test]
+fn second_turn_feeds_only_its_own_text() {
+    let rt = runtime(256);
+    let tok = rt.tokenizer();
+    let session = rt.session(greedy()).unwrap();
     let mut chat = Chat::new(session, Some("Be brief.".into()), true).unwrap();
     let mut streamed = String::new();
     let r1 = chat
@@ -50,6 +56,10 @@ fn second_turn_feeds_only_its_own_text() {
     assert_eq!(&chat.history()[before..before + delta.len()], &delta[..]);
 
     // The chat's cache state equals a fresh engine fed the whole history.
+    let opts = EngineOptions {
+        n_ctx: 256,
+        ..Default::default()
+    };
     let mut fresh = common::tiny_engine(opts);
     let mut last = Vec::new();
     for &t in chat.history() {
@@ -60,13 +70,7 @@ fn second_turn_feeds_only_its_own_text() {
 
 #[test]
 fn a_reply_can_be_cancelled() {
-    let tok = Tokenizer::from_gguf(&common::tiny().file).unwrap();
-    let opts = EngineOptions {
-        n_ctx: 128,
-        ..Default::default()
-    };
-    let engine = common::tiny_engine(opts);
-    let session = glmw::Session::new(engine, &tok, greedy()).unwrap();
+    let session = runtime(128).session(greedy()).unwrap();
     let mut chat = Chat::new(session, None, false).unwrap();
     let mut n = 0;
     let r = chat
@@ -81,4 +85,38 @@ fn a_reply_can_be_cancelled() {
     }
     chat.reset().unwrap();
     assert!(chat.history().is_empty());
+}
+
+#[test]
+fn a_long_chat_drops_its_oldest_turns_instead_of_ending() {
+    let rt = runtime(64);
+    let session = rt.session(greedy()).unwrap();
+    let mut chat = Chat::new(session, Some("Be brief.".into()), false).unwrap();
+    let mut dropped = 0;
+    for turn in [
+        "Hello",
+        "Who begat Enos?",
+        "And then?",
+        "Tell me more",
+        "Amen",
+    ] {
+        let r = chat.send(turn, 12, &mut |_| true).unwrap();
+        assert!(!r.tokens.is_empty(), "turn {turn:?} got no reply");
+        assert!(chat.history().len() <= 64);
+        dropped += r.dropped;
+    }
+    assert!(
+        dropped > 0,
+        "64 tokens hold five turns only by dropping some"
+    );
+    assert_eq!(chat.messages().len() % 2, 0);
+
+    // After the shift the cache is exactly the kept conversation.
+    let opts = EngineOptions {
+        n_ctx: 64,
+        ..Default::default()
+    };
+    let mut fresh = common::tiny_engine(opts);
+    let last = fresh.prefill(chat.history()).unwrap();
+    assert_eq!(last[0].0, chat.candidates()[0].0);
 }

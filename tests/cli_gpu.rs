@@ -103,7 +103,7 @@ fn generate_rejects_bad_settings_and_stops_at_full_context() {
     for (args, needle) in [
         (vec!["--temp", "-1"], "temperature"),
         (vec!["--top-p", "0"], "top-p"),
-        (vec!["--top-k", "65"], "top-k"),
+        (vec!["-n", "-2"], "-1 for no limit"),
         (vec!["--ctx", "2"], "--ctx"),
         (vec!["--backend", "cpu"], "GPU"),
     ] {
@@ -302,12 +302,99 @@ fn bench_tiers_emit_their_fields() {
             "micro lacks {op}: {j}"
         );
     }
-    let o = glmw(&["bench", "--tier", "model"]);
-    assert!(
-        !o.status.success() && text(&o.stderr).contains("--preset"),
-        "{}",
-        text(&o.stderr)
-    );
+    // Without --model or --preset: the built-in model, as everywhere.
+    let j = ok(&[
+        "bench", "--tier", "model", "-p", "8", "-n", "2", "-d", "0", "-r", "1", "--json",
+    ]);
+    assert!(j.contains("glmw-tiny (built in)"), "{j}");
+}
+
+#[test]
+fn llama_cpp_flags_work() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["generate", "-p", "In the beginning", "--json"];
+        args.extend(extra);
+        ok(&args)
+    };
+    // -c, -s, --temperature, -n -1 (to the end of the context), --top-k 0.
+    let a = run(&[
+        "-c",
+        "24",
+        "-s",
+        "3",
+        "--temperature",
+        "0.7",
+        "-n",
+        "-1",
+        "--top-k",
+        "0",
+    ]);
+    assert!(a.contains("\"stop\":\"context full\""), "{a}");
+    assert!(a.contains("\"seed\":3"), "{a}");
+    let b = run(&[
+        "--ctx-size",
+        "24",
+        "--seed",
+        "3",
+        "--temp",
+        "0.7",
+        "-n",
+        "-1",
+        "--top-k",
+        "64",
+    ]);
+    assert_eq!(field(&a, "tokens"), field(&b, "tokens"));
+    // top-k past the GPU's 64 candidates takes them all; --system wraps
+    // the prompt in the chat template.
+    run(&["-n", "2", "--top-k", "100"]);
+    let c = run(&["-n", "2", "--system", "Be brief.", "--no-think"]);
+    let d = run(&["-n", "2"]);
+    assert_ne!(field(&c, "prompt_tokens"), field(&d, "prompt_tokens"));
+    // chat takes the same sampling flags.
+    let o = Command::new(env!("CARGO_BIN_EXE_glmw"))
+        .args([
+            "chat", "-c", "48", "-n", "3", "--top-p", "0.9", "--min-p", "0.1",
+        ])
+        .args(["--repeat-penalty", "1.1", "--stop", "zzz", "-s", "1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+/// The text of a number or number-array field in a one-line JSON record.
+fn field(doc: &str, key: &str) -> String {
+    let at = doc.find(&format!("\"{key}\":")).expect(key) + key.len() + 3;
+    doc[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || ".-+eE[],".contains(*c))
+        .collect()
+}
+
+#[test]
+fn a_closed_stdout_and_a_headless_machine_are_quiet() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let quiet = |args: &[&str], read: usize| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_glmw"))
+            .args(args)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("NODEVICE_SELECT")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run glmw");
+        // Read a little, then close the pipe as `| head` does.
+        let mut out = child.stdout.take().unwrap();
+        out.read_exact(&mut vec![0; read]).unwrap();
+        drop(out);
+        let o = child.wait_with_output().unwrap();
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "glmw {args:?}: {:?} {err}", o.status);
+        assert!(!err.contains("error") && !err.contains("panicked"), "{err}");
+    };
+    quiet(&["generate", "-p", "In the beginning", "-n", "64"], 4);
+    quiet(&["info"], 0);
 }
 
 #[test]
@@ -459,12 +546,14 @@ fn chat_reads_turns_from_stdin() {
         .spawn()
         .expect("run glmw chat");
     // One line is not UTF-8: it is skipped and the chat goes on.
-    let turns = b"Hello\nAnd \xff\xfe more\nAnd more\n/reset\nAgain\nfour\nfive\nsix\nseven\n/exit\nnot read\n";
+    let turns = b"Hello\nAnd \xff\xfe more\n/help\n/nope\nAnd more\n/reset\nAgain\nfour\nfive\nsix\nseven\n/exit\nnot read\n";
     child.stdin.take().unwrap().write_all(turns).unwrap();
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(err.contains("[conversation reset]"), "{err}");
+    assert!(err.contains("/reset   start a new conversation"), "{err}");
+    assert!(err.contains("unknown command /nope"), "{err}");
     assert!(err.contains("not UTF-8"), "{err}");
     // 40 tokens of context fill up within the turns after the reset.
     assert!(err.contains("context full"), "{err}");

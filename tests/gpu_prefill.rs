@@ -162,5 +162,5 @@ fn prefill_errors() {
     let err = Engine::load(common::tiny(), common::gpu(), opts, &mut |_, _| {})
         .err()
         .unwrap();
-    assert!(err.to_string().contains("--ubatch"), "{err}");
+    assert!(err.to_string().contains("ubatch"), "{err}");
 }

@@ -114,3 +114,104 @@ fn errors_are_values() {
     );
     assert!(missing.is_err());
 }
+
+#[test]
+fn a_session_owns_its_runtime_and_moves_between_threads() {
+    let rt = runtime(64);
+    let mut s = rt.session(greedy()).unwrap();
+    let expected: Vec<u32> = {
+        let mut t = rt.session(greedy()).unwrap();
+        t.feed_text("In the beginning").unwrap();
+        t.tokens(3).map(|t| t.unwrap().id).collect()
+    };
+    drop(rt); // the session keeps what it needs
+    let ids = std::thread::spawn(move || {
+        s.feed_text("In the beginning").unwrap();
+        s.tokens(3).map(|t| t.unwrap().id).collect::<Vec<u32>>()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(ids, expected);
+}
+
+#[test]
+fn a_prompt_being_fed_can_be_cancelled() {
+    let rt = runtime(256);
+    let prompt: Vec<u32> = (0..200).map(|i| 10 + (i * 7) % 300).collect();
+    let mut s = rt.session(greedy()).unwrap();
+    let handle = s.cancel_handle();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    // Cancel again and again: the feed forgets a cancel from before it
+    // began, so one must land while its chunks run.
+    let canceller = std::thread::spawn(move || {
+        while !d.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            handle.cancel();
+        }
+    });
+    let r = s.feed(&prompt);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    canceller.join().unwrap();
+    assert!(matches!(r, Err(Error::Cancelled)), "{r:?}");
+    let fed = s.history().len();
+    assert!(fed < prompt.len() && fed % 16 == 0, "{fed} fed");
+    assert_eq!(s.history(), &prompt[..fed]);
+
+    // The rest goes on from there as if the feed had not stopped.
+    s.feed(&prompt[fed..]).unwrap();
+    let mut fresh = rt.session(greedy()).unwrap();
+    fresh.feed(&prompt).unwrap();
+    assert_eq!(s.candidates()[0].0, fresh.candidates()[0].0);
+}
+
+#[test]
+fn a_prompt_sharing_a_prefix_feeds_only_the_rest() {
+    let rt = runtime(128);
+    let mut s = rt.session(greedy()).unwrap();
+    let first = s.tokenize("And God said, Let there be light").unwrap();
+    assert_eq!(s.feed_reusing(&first).unwrap(), 0);
+    let reply: Vec<u32> = s.tokens(3).map(|t| t.unwrap().id).collect();
+    let mut second = first.clone();
+    second.extend(&reply);
+    second.extend(rt.tokenizer().encode(" and there was", false).unwrap());
+    let reused = s.feed_reusing(&second).unwrap();
+    assert_eq!(reused, first.len() + reply.len());
+    assert_eq!(s.history(), &second[..]);
+    // A prompt that diverges early drops the rest of the cache.
+    let third = first[..4].to_vec();
+    assert_eq!(s.feed_reusing(&third).unwrap(), 3);
+    assert_eq!(s.history(), &third[..]);
+    let next = s.tokens(2).map(|t| t.unwrap().id).collect::<Vec<_>>();
+    let mut fresh = rt.session(greedy()).unwrap();
+    fresh.feed(&third).unwrap();
+    let want = fresh.tokens(2).map(|t| t.unwrap().id).collect::<Vec<_>>();
+    assert_eq!(next, want);
+}
+
+#[test]
+fn message_lists_and_stop_strings() {
+    use glmw::ChatMessage;
+    let rt = runtime(128);
+    let mut s = rt.session(greedy()).unwrap();
+    let msgs = [ChatMessage::system("Be brief."), ChatMessage::user("Hello")];
+    let n = s.feed_messages(&msgs, false).unwrap();
+    let want = rt.tokenizer().encode_messages(&msgs, false).unwrap();
+    assert_eq!((n, s.history()), (want.len(), &want[..]));
+    let (text, _) = s.generate(6, &mut |_| true).unwrap();
+
+    // The same reply again, stopped at a string inside it.
+    if let Some(stop) = text.get(2..4).filter(|t| !t.trim().is_empty()) {
+        s.feed_messages(&msgs, false).unwrap();
+        s.set_stop_strings(&[stop.to_string()]);
+        let (cut, why) = s.generate(6, &mut |_| true).unwrap();
+        assert_eq!(why, Stop::StopString);
+        assert_eq!(cut, text[..text.find(stop).unwrap()]);
+    }
+}
+
+#[test]
+fn the_context_full_error_speaks_to_library_users() {
+    let e = Error::ContextFull { n_ctx: 8 }.to_string();
+    assert!(!e.contains("--"), "{e}");
+}

@@ -23,7 +23,8 @@ pub struct BenchArgs {
     /// measurement) or model (llama-bench's table).
     #[arg(long, value_parser = ["micro", "block", "model"], default_value = "model")]
     pub tier: String,
-    /// Path to a GGUF model file.
+    /// Path to a GGUF model file [default: --preset's synthetic model, or
+    /// the built-in glmw-tiny].
     #[arg(long, short)]
     pub model: Option<PathBuf>,
     /// Without --model: synthesize this model into a temp file first.
@@ -103,9 +104,12 @@ impl Drop for TempModel {
     }
 }
 
-fn model_path(a: &BenchArgs) -> Result<(PathBuf, Option<TempModel>)> {
+/// The model to measure, its name for the report, and the temp dir of a
+/// synthesized one: `--model`, `--preset` (synthesized now), or the
+/// built-in model like every other command.
+fn open_model(a: &BenchArgs) -> Result<(Model, String, Option<TempModel>)> {
     match (&a.model, &a.preset) {
-        (Some(m), _) => Ok((m.clone(), None)),
+        (Some(m), _) => Ok((Model::open(m)?, m.display().to_string(), None)),
         (None, Some(p)) => {
             let preset = Preset::from_name(p)
                 .ok_or_else(|| Error::InvalidArgument(format!("unknown preset {p:?}")))?;
@@ -118,10 +122,13 @@ fn model_path(a: &BenchArgs) -> Result<(PathBuf, Option<TempModel>)> {
             let mut bar = super::progress::Progress::new(format!("synth {}", preset.name()));
             glmw::synth::synth(&path, preset, 1, &mut |d, t| bar.update(d, t))?;
             bar.finish();
-            Ok((path, Some(TempModel(dir))))
+            let temp = TempModel(dir);
+            Ok((Model::open(&path)?, path.display().to_string(), Some(temp)))
         }
-        (None, None) => Err(Error::InvalidArgument(
-            "give --model FILE, or --preset NAME to benchmark a synthetic model".into(),
+        (None, None) => Ok((
+            super::open_model(None)?,
+            "glmw-tiny (built in)".into(),
+            None,
         )),
     }
 }
@@ -151,8 +158,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         ));
     }
     let json = a.json || a.output == "json";
-    let (path, _temp) = model_path(a)?;
-    let model = Model::open(&path)?;
+    let (model, name, _temp) = open_model(a)?;
     let c = &model.config;
     let n_ctx = match a.ctx {
         Some(n) => n,
@@ -186,7 +192,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
                 "wall clock"
             }),
         ),
-        ("model", Json::str(path.display().to_string())),
+        ("model", Json::str(name.clone())),
         (
             "config",
             Json::str(format!(
@@ -208,7 +214,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         } else {
             "wall clock"
         },
-        short(&path),
+        short(Path::new(&name)),
         c.n_layer,
         c.n_expert,
         c.n_expert_used

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::json::Json;
+use super::sampling::{n_predict, NPredict, SamplingArgs};
 use super::DeviceArgs;
-use glmw::sample::SamplerOptions;
 use glmw::session::{Perf, Session, Stop};
+use glmw::ChatMessage;
 use glmw::{Error, Result};
 
 /// `glmw generate`'s flags.
@@ -36,69 +37,27 @@ pub struct GenerateArgs {
     /// template (GLM: thinking on unless --no-think).
     #[arg(long)]
     pub chat: bool,
+    /// A system message before the prompt (implies --chat).
+    #[arg(long, visible_alias = "system-prompt")]
+    pub system: Option<String>,
     /// With --chat: ask for an answer without a thinking section.
-    #[arg(long, requires = "chat")]
+    #[arg(long)]
     pub no_think: bool,
-    /// Tokens to generate (generation also stops at an end-of-generation token).
-    #[arg(long, short = 'n', default_value_t = 128)]
-    pub n_predict: usize,
-    /// Sampling temperature; 0 is greedy (always the most likely token).
-    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
-    pub temp: f32,
-    /// Sample among the K most likely tokens (1 to 64; 0 means 64).
-    #[arg(long, default_value_t = 40)]
-    pub top_k: usize,
-    /// Keep the smallest set of top tokens whose probability reaches P, in (0, 1].
-    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
-    pub top_p: f32,
-    /// Drop tokens less likely than P times the most likely one (0 = off).
-    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
-    pub min_p: f32,
-    /// Penalise tokens seen in the last --repeat-last-n tokens: positive
-    /// logits are divided by it, negative ones multiplied (1 = off).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub repeat_penalty: f32,
-    /// How many recent tokens (prompt included) the penalties look at.
-    #[arg(long, default_value_t = 64)]
-    pub repeat_last_n: usize,
-    /// Subtract this from the logit of every recent token (0 = off).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub presence_penalty: f32,
-    /// Subtract this once per occurrence among the recent tokens (0 = off).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub frequency_penalty: f32,
-    /// Stop when the output contains this text (repeatable); the stop text
-    /// itself is not printed.
-    #[arg(long)]
-    pub stop: Vec<String>,
-    /// Random seed for sampling (default: from the clock, printed in the stats line).
-    #[arg(long)]
-    pub seed: Option<u64>,
+    /// Tokens to generate; -1 runs to an end-of-generation token or the
+    /// end of the context (generation also stops at those).
+    #[arg(long, short = 'n', default_value = "128", value_parser = n_predict, allow_negative_numbers = true)]
+    pub n_predict: NPredict,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// Context length in tokens (prompt + generated); the KV cache holds
     /// this many [default: 4096, or the model's training context if shorter].
-    #[arg(long)]
+    #[arg(long, short = 'c', visible_alias = "ctx-size")]
     pub ctx: Option<usize>,
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Print one JSON record (text, token ids, timings) instead of streaming.
     #[arg(long)]
     pub json: bool,
-}
-
-impl GenerateArgs {
-    fn sampling(&self) -> SamplerOptions {
-        SamplerOptions {
-            temperature: self.temp,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repeat_penalty: self.repeat_penalty,
-            repeat_last_n: self.repeat_last_n,
-            presence_penalty: self.presence_penalty,
-            frequency_penalty: self.frequency_penalty,
-            seed: self.seed.unwrap_or_else(super::clock_seed),
-        }
-    }
 }
 
 /// The prompt text: `--prompt` or the file's contents (`-` is stdin).
@@ -124,13 +83,21 @@ fn prompt_ids(
     s: &glmw::Session,
     text: &str,
 ) -> Result<Vec<u32>> {
-    if !a.chat {
+    if !a.chat && a.system.is_none() {
+        if a.no_think {
+            return Err(Error::InvalidArgument(
+                "--no-think goes with --chat or --system".into(),
+            ));
+        }
         return s.tokenize(text);
     }
-    let user = [glmw::tokenizer::ChatMessage::user(text.to_string())];
-    let parts = glmw::tokenizer::render_chat_parts(&user, true, !a.no_think);
+    let mut msgs = Vec::new();
+    if let Some(sys) = &a.system {
+        msgs.push(ChatMessage::system(sys.clone()));
+    }
+    msgs.push(ChatMessage::user(text.to_string()));
     let tok = rt.tokenizer();
-    Ok(tok.with_prompt_prefix(tok.encode_chat(&parts)?))
+    Ok(tok.with_prompt_prefix(tok.encode_messages(&msgs, !a.no_think)?))
 }
 
 /// What a generation produced, for the stats line or the JSON record.
@@ -180,25 +147,26 @@ fn stream(s: &mut Session, n: usize, quiet: bool) -> Result<Outcome> {
 pub fn generate(a: &GenerateArgs) -> Result<()> {
     let load = a.device.load_options("generate", a.ctx)?;
     let prompt = prompt_text(a)?;
-    let sampling = a.sampling();
+    let sampling = a.sampling.options();
     let t_load = Instant::now();
     let rt = super::load_runtime(a.model.as_deref(), load)?;
     let mut s = rt.session(sampling)?;
     let load_s = t_load.elapsed().as_secs_f64();
-    s.set_stop_strings(&a.stop);
+    s.set_stop_strings(&a.sampling.stop);
     let ids = prompt_ids(a, &rt, &s, &prompt)?;
     if ids.len() >= s.n_ctx() {
         return Err(Error::InvalidArgument(format!(
-            "the prompt is {} tokens and the context {}: use a larger --ctx",
+            "the prompt is {} tokens and the context {}: use a larger -c / --ctx",
             ids.len(),
             s.n_ctx()
         )));
     }
     s.feed(&ids)?;
-    let o = stream(&mut s, a.n_predict, a.json)?;
+    let n = a.n_predict.within(s.n_ctx());
+    let o = stream(&mut s, n, a.json)?;
     if o.stop == Stop::ContextFull {
         eprintln!(
-            "\n[context full: all {} positions are used; rerun with a larger --ctx]",
+            "\n[context full: all {} positions are used; rerun with a larger -c / --ctx]",
             s.n_ctx()
         );
     }

@@ -7,6 +7,8 @@ mod generate;
 mod json;
 mod perplexity;
 mod progress;
+mod sampling;
+mod serve;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +32,8 @@ struct Cli {
 pub enum Backend {
     /// The plain-f32 CPU reference (slow; the oracle for every GPU kernel).
     Cpu,
-    /// The best GPU adapter of any backend (high-performance preference).
+    /// The best GPU adapter of Metal, Vulkan or DX12 (high-performance
+    /// preference).
     #[value(alias = "gpu")]
     Auto,
     Metal,
@@ -61,8 +64,9 @@ impl Backend {
 /// Where a GPU command runs (shared by generate, perplexity and bench).
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct DeviceArgs {
-    /// auto (or gpu) picks the best adapter; metal, vulkan, dx12, gl force
-    /// one; cpu runs the CPU reference where the command supports it.
+    /// auto (or gpu) picks the best Metal, Vulkan or DX12 adapter; metal,
+    /// vulkan, dx12, gl force one (gl only when asked for); cpu runs the
+    /// CPU reference where the command supports it.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: Backend,
     /// Use the shared-memory kernels even where the GPU has subgroups.
@@ -133,6 +137,9 @@ enum Command {
     /// back and earlier turns stay in the KV cache. /reset starts over,
     /// /exit quits, Ctrl-C stops the current reply.
     Chat(chat::ChatArgs),
+    /// An OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions,
+    /// /v1/models, /health) with --parallel sessions over one loaded model.
+    Serve(serve::ServeArgs),
     /// Perplexity of a text file, as llama-perplexity computes it (windows of
     /// --ctx tokens, the second half of each scored).
     Perplexity(perplexity::PerplexityArgs),
@@ -222,8 +229,63 @@ fn clock_seed() -> u64 {
         % 1_000_000_007
 }
 
+/// Log lines in the style of the CLI's own messages ("warning: ...").
+fn init_logging() {
+    use std::io::Write;
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format(|buf, r| {
+            let level = match r.level() {
+                log::Level::Error => "error",
+                log::Level::Warn => "warning",
+                log::Level::Info => "info",
+                log::Level::Debug => "debug",
+                log::Level::Trace => "trace",
+            };
+            writeln!(buf, "{level}: {}", r.args())
+        })
+        .init();
+}
+
+/// Mesa's device-select Vulkan layer asks the Wayland compositor which GPU
+/// drives the display; with no display session (no XDG_RUNTIME_DIR)
+/// libwayland prints "error: XDG_RUNTIME_DIR is invalid..." on stderr,
+/// which reads as glmw's own error. With no session there is no display
+/// GPU to prefer, so the layer is skipped (its documented off switch).
+/// Called first in `main`, before any thread exists.
+fn quiet_headless_vulkan() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none()
+        && std::env::var_os("NODEVICE_SELECT").is_none()
+    {
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
+/// A closed stdout (`glmw generate | head`) ends the output, not in error.
+fn broken_pipe(e: &glmw::Error) -> bool {
+    matches!(e, glmw::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// `println!` panics when stdout is closed (`glmw info | head -1`); that
+/// is the reader being done, so the process ends quietly with status 0,
+/// as it does for the commands that write through `Error::Io`.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map_or("", String::as_str);
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
+}
+
 pub fn main() -> i32 {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    quiet_headless_vulkan();
+    quiet_on_closed_stdout();
+    init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info {
@@ -247,12 +309,18 @@ pub fn main() -> i32 {
         Command::Devices { json } => tools::devices(json),
         Command::Bench(args) => bench::bench(&args),
         Command::Chat(a) => chat::chat(&a),
+        Command::Serve(a) => serve::serve(&a),
         Command::Perplexity(a) => perplexity::perplexity(&a),
     };
     match result {
         Ok(()) => 0,
+        Err(e) if broken_pipe(&e) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            let hint = match e {
+                glmw::Error::ContextFull { .. } => " (-c / --ctx sets the context length)",
+                _ => "",
+            };
+            eprintln!("error: {e}{hint}");
             1
         }
     }

@@ -39,7 +39,7 @@ enum Loaded {
 /// Where the windows run: the CPU reference or a GPU session.
 enum Scorer<'a> {
     Cpu(&'a Model),
-    Gpu(Box<Session<'a>>),
+    Gpu(Box<Session>),
 }
 
 impl Scorer<'_> {
@@ -118,7 +118,7 @@ pub struct PerplexityArgs {
     #[arg(long, short)]
     pub file: PathBuf,
     /// Window length in tokens; the text needs at least two windows.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, short = 'c', visible_alias = "ctx-size", default_value_t = 512)]
     pub ctx: usize,
     #[command(flatten)]
     pub device: DeviceArgs,

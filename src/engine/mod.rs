@@ -13,6 +13,7 @@ use crate::gpu::resident::ResidentWeights;
 use crate::gpu::rope;
 use crate::gpu::{ops, Gpu, Pipelines};
 use crate::model::Model;
+pub use crate::shared::Shared;
 use std::sync::Arc;
 
 /// Typed engine options (the CLI's `--ctx`).
@@ -95,25 +96,29 @@ impl Resident {
 
 fn check_options(opts: &EngineOptions) -> Result<()> {
     if opts.n_ctx == 0 {
-        return Err(Error::InvalidArgument("--ctx must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "the context must be at least 1 token".into(),
+        ));
     }
     // Positions are u32 in the kernels' step records.
     if opts.n_ctx > u32::MAX as usize {
         return Err(Error::InvalidArgument(format!(
-            "--ctx {} is above {}, the most positions the kernels address",
+            "a context of {} tokens is above {}, the most positions the kernels address",
             opts.n_ctx,
             u32::MAX
         )));
     }
     if opts.ubatch == 0 {
-        return Err(Error::InvalidArgument("--ubatch must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "the prefill batch (ubatch) must be at least 1 token".into(),
+        ));
     }
     Ok(())
 }
 
 pub struct Engine<'a> {
-    pub model: &'a Model,
-    pub gpu: &'a Gpu,
+    pub model: Shared<'a, Model>,
+    pub gpu: Shared<'a, Gpu>,
     /// Shared by every session of one load.
     resident: Resident,
     /// This session's latent KV cache, one buffer per layer (bound by
@@ -140,12 +145,13 @@ impl<'a> Engine<'a> {
     /// Upload `model` and build the plan. `progress(done, total)` is called
     /// as weight bytes go up.
     pub fn load(
-        model: &'a Model,
-        gpu: &'a Gpu,
+        model: impl Into<Shared<'a, Model>>,
+        gpu: impl Into<Shared<'a, Gpu>>,
         opts: EngineOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Engine<'a>> {
-        let r = Resident::upload(model, gpu, &opts, progress)?;
+        let (model, gpu) = (model.into(), gpu.into());
+        let r = Resident::upload(&model, &gpu, &opts, progress)?;
         Engine::open(model, gpu, &r, opts)
     }
 
@@ -153,21 +159,22 @@ impl<'a> Engine<'a> {
     /// `opts`' context, candidates and ubatch (its variant and binding cap
     /// are the resident's).
     pub fn open(
-        model: &'a Model,
-        gpu: &'a Gpu,
+        model: impl Into<Shared<'a, Model>>,
+        gpu: impl Into<Shared<'a, Gpu>>,
         resident: &Resident,
         opts: EngineOptions,
     ) -> Result<Engine<'a>> {
+        let (model, gpu) = (model.into(), gpu.into());
         check_options(&opts)?;
-        plan::check(model, opts.n_ctx, resident.limit)?;
-        gpu.scoped("opening a session", || {
+        plan::check(&model, opts.n_ctx, resident.limit)?;
+        gpu.clone().scoped("opening a session", || {
             Self::open_checked(model, gpu, resident, opts)
         })
     }
 
     fn open_checked(
-        model: &'a Model,
-        gpu: &'a Gpu,
+        model: Shared<'a, Model>,
+        gpu: Shared<'a, Gpu>,
         resident: &Resident,
         opts: EngineOptions,
     ) -> Result<Engine<'a>> {
@@ -181,14 +188,15 @@ impl<'a> Engine<'a> {
         }
         let (pipes, weights) = (&resident.pipes, &resident.weights);
         let c = &model.config;
-        let caches = plan::kv_caches(gpu, model, opts.n_ctx)?;
-        let plan = plan::build(gpu, pipes, model, weights, &caches)?;
+        let caches = plan::kv_caches(&gpu, &model, opts.n_ctx)?;
+        let plan = plan::build(&gpu, pipes, &model, weights, &caches)?;
         let ubatch = opts.ubatch.min(opts.n_ctx);
-        let prefill = prefill::build(gpu, pipes, model, weights, &caches, ubatch)?;
+        let prefill = prefill::build(&gpu, pipes, &model, weights, &caches, ubatch)?;
         let readback = gpu.readback("candidates", 8 * MAX_CANDIDATES as u64)?;
         let logits_readback = gpu.readback("logits", 4 * c.n_vocab as u64)?;
         gpu.queue.submit([]);
         gpu.wait()?;
+        let timer = crate::gpu::profile::Timer::new(&gpu);
         let mut e = Engine {
             model,
             gpu,
@@ -203,7 +211,7 @@ impl<'a> Engine<'a> {
             readback,
             logits_readback,
             bytes: vec![0; 8 * MAX_CANDIDATES],
-            timer: crate::gpu::profile::Timer::new(gpu),
+            timer,
             prepared: None,
         };
         e.set_candidates(opts.candidates)?;
@@ -241,7 +249,17 @@ impl<'a> Engine<'a> {
 
     /// Forget the cache; the next token goes to position 0.
     pub fn reset(&mut self) {
-        self.pos = 0;
+        self.truncate(0);
+    }
+
+    /// Keep only the first `n` tokens of the cache (fewer held: nothing
+    /// changes), so a prompt sharing a prefix with it feeds only the rest.
+    pub fn truncate(&mut self, n: usize) {
+        if n < self.pos {
+            self.pos = n;
+            // Recorded for the old depth's attention kernel.
+            self.prepared = None;
+        }
     }
 
     /// Weight matrices stored in more than one buffer (binding limit).
@@ -296,7 +314,7 @@ impl<'a> Engine<'a> {
             let r = &self.resident;
             let h = self
                 .prefill
-                .head(self.gpu, &r.pipes, self.model, &r.weights)?;
+                .head(&self.gpu, &r.pipes, &self.model, &r.weights)?;
             self.head = Some(h);
         }
         let n_vocab = self.model.config.n_vocab;
@@ -423,6 +441,9 @@ impl<'a> Engine<'a> {
     /// chunk also runs the output head and copies its results out.
     fn run_prefill(&mut self, tokens: &[u32], want_logits: bool) -> Result<()> {
         self.check_prefill(tokens)?;
+        // The next token's command buffer was recorded for the depth before
+        // this prefill (its attention kernel depends on it).
+        self.prepared = None;
         let n_embd = self.model.config.n_embd as u64;
         let chunks: Vec<&[u32]> = tokens.chunks(self.prefill.ubatch).collect();
         for (i, chunk) in chunks.iter().enumerate() {
@@ -474,7 +495,7 @@ impl<'a> Engine<'a> {
         self.gpu
             .queue
             .write_buffer(&pf.steps, 0, bytemuck::cast_slice(&steps));
-        pf.write_chunk(self.gpu, chunk.len() as u32);
+        pf.write_chunk(&self.gpu, chunk.len() as u32);
         Ok(())
     }
 

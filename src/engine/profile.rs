@@ -43,7 +43,7 @@ impl<'a> Engine<'a> {
         self.write_chunk(tokens)?;
         let pf = &self.prefill;
         let n = tokens.len() as u32;
-        let ns = timer.time_with(self.gpu, pf.dispatches(), &mut |pass, i| {
+        let ns = timer.time_with(&self.gpu, pf.dispatches(), &mut |pass, i| {
             pf.record_op(pass, i, n)
         })?;
         self.pos += tokens.len();
@@ -86,7 +86,7 @@ impl<'a> Engine<'a> {
         let t0 = Instant::now();
         let Some(timer) = self.timer.as_ref() else {
             let d = self.plan.at(self.pos + 1);
-            crate::gpu::ops::run(self.gpu, d)?;
+            crate::gpu::ops::run(&self.gpu, d)?;
             self.pos += 1;
             let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
             return Ok(TokenProfile {
@@ -97,7 +97,7 @@ impl<'a> Engine<'a> {
         };
         let plan = self.plan.at(self.pos + 1);
         let segs: Vec<&[crate::gpu::ops::Dispatch]> = plan.chunks(1).collect();
-        let ns = timer.time(self.gpu, &segs)?;
+        let ns = timer.time(&self.gpu, &segs)?;
         let wall_ns = t0.elapsed().as_secs_f64() * 1e9;
         let dispatches: Vec<_> = plan
             .iter()
@@ -128,14 +128,14 @@ impl<'a> Engine<'a> {
             Some(t) => {
                 let mut out = Vec::with_capacity(reps);
                 for chunk in (0..reps).collect::<Vec<_>>().chunks(Timer::max_segments()) {
-                    out.extend(t.time(self.gpu, &vec![seg; chunk.len()])?);
+                    out.extend(t.time(&self.gpu, &vec![seg; chunk.len()])?);
                 }
                 Ok(out)
             }
             None => (0..reps)
                 .map(|_| {
                     let t0 = Instant::now();
-                    crate::gpu::ops::run(self.gpu, seg)?;
+                    crate::gpu::ops::run(&self.gpu, seg)?;
                     Ok(t0.elapsed().as_secs_f64() * 1e9)
                 })
                 .collect(),
@@ -165,7 +165,7 @@ impl<'a> Engine<'a> {
             }
         };
         if let Some(t) = &self.timer {
-            return Ok(t.time_with(self.gpu, 1, &mut record)?[0]);
+            return Ok(t.time_with(&self.gpu, 1, &mut record)?[0]);
         }
         let t0 = Instant::now();
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
@@ -189,11 +189,11 @@ impl<'a> Engine<'a> {
         let mut out = Vec::new();
         let mut done = 0;
         for t in &self.plan.io.traced {
-            crate::gpu::ops::run(self.gpu, &plan[done..t.after])?;
+            crate::gpu::ops::run(&self.gpu, &plan[done..t.after])?;
             done = t.after;
             out.push((t.label(), self.gpu.read_f32(&t.buf, t.len)?));
         }
-        crate::gpu::ops::run(self.gpu, &plan[done..])?;
+        crate::gpu::ops::run(&self.gpu, &plan[done..])?;
         self.pos += 1;
         Ok(out)
     }

@@ -11,7 +11,9 @@ use crate::error::{Error, Result};
 /// Which wgpu backend to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum BackendChoice {
-    /// The best adapter of any native backend (high-performance preference).
+    /// The best adapter of Metal, Vulkan or DX12 (high-performance
+    /// preference). GL is left out: glmw needs compute that GL adapters
+    /// lack, and probing it prints EGL's complaints on headless machines.
     #[default]
     Auto,
     Metal,
@@ -23,7 +25,7 @@ pub enum BackendChoice {
 impl BackendChoice {
     fn backends(self) -> wgpu::Backends {
         match self {
-            BackendChoice::Auto => wgpu::Backends::PRIMARY | wgpu::Backends::GL,
+            BackendChoice::Auto => wgpu::Backends::PRIMARY,
             BackendChoice::Metal => wgpu::Backends::METAL,
             BackendChoice::Vulkan => wgpu::Backends::VULKAN,
             BackendChoice::Dx12 => wgpu::Backends::DX12,

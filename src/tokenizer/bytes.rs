@@ -99,12 +99,14 @@ pub fn encode_byte_level(bytes: &[u8]) -> String {
 /// emoji and CJK freely), so bytes are held back until the character is
 /// complete; `push` only ever returns whole characters.
 pub struct StreamDecoder<'a> {
-    tok: &'a super::Tokenizer,
+    tok: crate::shared::Shared<'a, super::Tokenizer>,
     pending: Vec<u8>,
 }
 
 impl<'a> StreamDecoder<'a> {
-    pub(super) fn new(tok: &'a super::Tokenizer) -> Self {
+    /// A decoder over a tokenizer borrowed or shared (`Arc`).
+    pub fn new(tok: impl Into<crate::shared::Shared<'a, super::Tokenizer>>) -> Self {
+        let tok = tok.into();
         StreamDecoder {
             tok,
             pending: Vec::new(),

@@ -327,6 +327,12 @@ impl Tokenizer {
         Ok(ids)
     }
 
+    /// `messages` in the model's chat template, ending with the assistant's
+    /// turn (`thinking`: `<think>`, the model reasons first), as ids.
+    pub fn encode_messages(&self, messages: &[ChatMessage], thinking: bool) -> Result<Vec<u32>> {
+        self.encode_chat(&render_chat_parts(messages, true, thinking))
+    }
+
     /// Text -> ids. With `parse_special`, the text of every control token
     /// (`[gMASK]`, `<|user|>`, ...) becomes that token; without it only
     /// user-defined tokens are cut out (llama.cpp does the same) and control
