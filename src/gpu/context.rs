@@ -251,7 +251,7 @@ impl Gpu {
         if size > limit {
             return Err(Error::Gpu(format!(
                 "buffer {label} needs {} MiB; this adapter allows {} MiB per buffer \
-                 (a smaller --ctx or --ubatch, or a smaller model, may fit)",
+                 (a shorter context or prefill chunk, or a smaller model, may fit)",
                 size >> 20,
                 limit >> 20
             )));

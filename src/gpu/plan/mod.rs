@@ -120,7 +120,7 @@ pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
     let cache_bytes = cache_bytes(model, n_ctx)?;
     if cache_bytes > limit {
         return Err(Error::InvalidArgument(format!(
-            "a {n_ctx}-token KV cache needs {} MiB per layer; this adapter binds at most {} MiB: use a smaller --ctx",
+            "a {n_ctx}-token KV cache needs {} MiB per layer; this adapter binds at most {} MiB: use a shorter context",
             cache_bytes >> 20,
             limit >> 20
         )));
@@ -135,7 +135,7 @@ fn cache_bytes(model: &Model, n_ctx: usize) -> Result<u64> {
         .checked_mul(2 * model.config.kv_row() as u64)
         .ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "a {n_ctx}-token KV cache is larger than any GPU: use a smaller --ctx"
+                "a {n_ctx}-token KV cache is larger than any GPU: use a shorter context"
             ))
         })
 }
