@@ -13,7 +13,10 @@
 //! ```
 //!
 //! Total size stays 18 bytes per block (plus 2 bytes when the block count is
-//! odd), and every load is aligned.
+//! odd), and every load is aligned. Q8_0 (34 B) and Q5_0 (22 B: f16 d, then
+//! qh and qs) split the same way after their 2-byte scale. Q6_K's 210-byte
+//! super-blocks are padded to 212. The other formats need nothing: floats,
+//! and Q4_K / Q5_K, whose 144- and 176-byte super-blocks are whole vec4s.
 
 use crate::error::{Error, Result};
 
@@ -98,6 +101,15 @@ pub fn repack_q4_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
 /// (two f16 per word, as for Q4_0) and quants (32 bytes per block, unchanged).
 pub fn repack_q8_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     split(blocks, 2, 32, "Q8_0")
+}
+
+/// Split GGUF Q5_0 blocks (f16 scale, 4 bytes qh, 16 bytes qs: 22 B) into
+/// scales (two f16 per word, as for Q4_0) and quants (qh then qs, 20 bytes:
+/// five words per block, bytes unchanged). attn_k_b is the only Q5_0 matrix
+/// of a Q4_K_M file and it is small, so five word loads a unit cost less
+/// than padding every block to a vec4 boundary would.
+pub fn repack_q5_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    split(blocks, 2, 20, "Q5_0")
 }
 
 /// Pad each 210-byte Q6_K super-block to 212 bytes so every block starts on

@@ -118,8 +118,12 @@ pub fn read_u32(buf: &wgpu::Buffer, n: usize) -> Vec<u32> {
 pub fn ggml(fmt: Format) -> GgmlType {
     match fmt {
         Format::F32 => GgmlType::F32,
+        Format::F16 => GgmlType::F16,
+        Format::BF16 => GgmlType::BF16,
         Format::Q4_0 => GgmlType::Q4_0,
+        Format::Q5_0 => GgmlType::Q5_0,
         Format::Q8_0 => GgmlType::Q8_0,
+        Format::Q4K => GgmlType::Q4_K,
         Format::Q5K => GgmlType::Q5_K,
         Format::Q6K => GgmlType::Q6_K,
     }
