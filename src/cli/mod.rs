@@ -159,6 +159,10 @@ enum Command {
         /// Random seed; the same seed gives the same file.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Quant mix: q4_0 (the Unsloth Q4_0 file's layout) or q4_k_m
+        /// (llama-quantize's Q4_K_M choices for this architecture).
+        #[arg(long, default_value = "q4_0", value_parser = ["q4_0", "q4_k_m"])]
+        mix: String,
     },
 }
 
@@ -243,7 +247,8 @@ pub fn main() -> i32 {
             preset,
             output,
             seed,
-        } => tools::synth(&preset, &output, seed),
+            mix,
+        } => tools::synth(&preset, &mix, &output, seed),
         Command::Devices { json } => tools::devices(json),
         Command::Bench(args) => bench::bench(&args),
         Command::Chat(a) => chat::chat(&a),

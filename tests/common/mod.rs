@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value};
 use glmw::gpu::Format;
 use glmw::quant::{self, GgmlType};
-use glmw::synth::Preset;
+use glmw::synth::{Mix, Preset};
 
 /// A fresh directory under the system temp dir, unique per test.
 pub fn temp_dir(tag: &str) -> PathBuf {
@@ -20,11 +20,14 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 /// The tiny synthetic model (seed 1), written once per test binary.
 pub fn tiny_model() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let p = temp_dir("tiny").join("tiny.gguf");
-        glmw::synth::synth(&p, Preset::Tiny, 1, &mut |_, _| {}).expect("synth tiny");
-        p
-    })
+    PATH.get_or_init(|| tiny_in(Mix::Q4_0))
+}
+
+/// The tiny synthetic model (seed 1) in quant mix `mix`, written now.
+pub fn tiny_in(mix: Mix) -> PathBuf {
+    let p = temp_dir(&format!("tiny-{}", mix.name())).join("tiny.gguf");
+    glmw::synth::synth(&p, Preset::Tiny, mix, 1, &mut |_, _| {}).expect("synth tiny");
+    p
 }
 
 /// The tiny model with every block dense (blk.0's FFN copied into blocks 1

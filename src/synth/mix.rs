@@ -1,0 +1,97 @@
+//! Quant mixes: which GGML type each tensor of a preset gets. `Q4_0` is the
+//! layout of the Unsloth Q4_0 file the presets were drawn from (the types
+//! `presets.rs` writes); `Q4KM` re-types it by llama.cpp's `llama-quantize`
+//! rules for Q4_K_M on this architecture (src/llama-quant.cpp:
+//! `llama_tensor_get_type_impl` and `tensor_type_fallback`), so the files
+//! people download as Q4_K_M are tested at tiny size.
+
+use crate::quant::GgmlType::{self, F16, F32, Q4_K, Q5_0, Q6_K, Q8_0};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mix {
+    Q4_0,
+    Q4KM,
+}
+
+impl Mix {
+    pub const ALL: [Mix; 2] = [Mix::Q4_0, Mix::Q4KM];
+
+    /// llama.cpp's name for the file type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mix::Q4_0 => "q4_0",
+            Mix::Q4KM => "q4_k_m",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Mix> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// `general.file_type` (llama.cpp's `llama_ftype`).
+    pub fn file_type(self) -> u32 {
+        match self {
+            Mix::Q4_0 => 2,
+            Mix::Q4KM => 15,
+        }
+    }
+
+    /// The type of tensor `name` (`dims` in GGUF order) of a model with
+    /// `n_layer` blocks, given its type in the Q4_0 layout.
+    pub(crate) fn retype(
+        self,
+        name: &str,
+        dims: &[u64],
+        q4_0: GgmlType,
+        n_layer: usize,
+    ) -> GgmlType {
+        match self {
+            Mix::Q4_0 => q4_0,
+            // F32 tensors (norms, the router, its bias) are never quantized.
+            Mix::Q4KM if q4_0 == F32 => F32,
+            Mix::Q4KM => fallback(q4_k_m(name, n_layer), dims[0]),
+        }
+    }
+}
+
+/// llama.cpp's Q4_K_M choice before the shape fallback: Q6_K for the output
+/// head and for ffn_down (dense, shared and routed) in the layers
+/// `use_more_bits` picks, Q4_K for every other matrix. Nothing in this
+/// architecture matches its attn_v / attn_qkv / attn_kv_b rules (attn_v_b is
+/// not `attn_v.weight`), and attn_output's bump is for 8-expert models only.
+fn q4_k_m(name: &str, n_layer: usize) -> GgmlType {
+    if name == "output.weight" {
+        return Q6_K;
+    }
+    let layer = name
+        .strip_prefix("blk.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|l| l.parse::<usize>().ok());
+    match layer {
+        Some(il) if name.contains("ffn_down") && use_more_bits(il, n_layer) => Q6_K,
+        _ => Q4_K,
+    }
+}
+
+/// The first and last eighth of the layers and every third one between.
+fn use_more_bits(il: usize, n_layer: usize) -> bool {
+    let (il, n) = (il as i64, n_layer as i64);
+    il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2
+}
+
+/// A row (`ne0` weights) that the chosen type's block does not divide falls
+/// back to a 32-weight type, and to F16 if even that does not divide it.
+fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
+    if ne0 % ty.block_size() == 0 {
+        return ty;
+    }
+    let small = match ty {
+        Q4_K => Q5_0,
+        _ => Q8_0,
+    };
+    if ne0 % small.block_size() == 0 {
+        small
+    } else {
+        F16
+    }
+}
