@@ -98,49 +98,59 @@ fn greedy_generation_matches_reference() {
     }
 }
 
-/// The tiny model in llama.cpp's Q4_K_M mix (Q4_K, Q5_0 where a row is not
-/// a multiple of 256, Q6_K output and down projections, F32) decodes and
-/// prefills on the GPU as the reference does, in both variants.
+/// The tiny model in each published mix decodes and prefills on the GPU as
+/// the reference does, in both variants. Q4_K_M: Q4_K, Q5_0 where a row is
+/// not a multiple of 256, Q6_K output and down projections.
 #[test]
-fn q4_k_m_mix_logits_match_reference() {
-    use glmw::gguf::GgufFile;
-    use glmw::quant::GgmlType;
-    let path = common::tiny_in(glmw::synth::Mix::Q4KM);
-    let file = GgufFile::open(&path).unwrap();
-    let types: std::collections::BTreeSet<&str> =
-        file.tensors().iter().map(|t| t.ggml_type.name()).collect();
-    assert_eq!(
-        types.into_iter().collect::<Vec<_>>(),
-        ["F32", "Q4_K", "Q5_0", "Q6_K"]
-    );
-    assert!(file.tensors().iter().all(|t| t.ggml_type != GgmlType::Q4_0));
-    let m = glmw::model::Model::open(&path).unwrap();
-    let tokens = [1u32, 17, 300, 42, 7, 99, 256, 3, 5, 400, 11, 64];
-    for v in VARIANTS {
-        let opts = EngineOptions {
-            n_ctx: 64,
-            candidates: 1,
-            variant: Some(v),
-            ..Default::default()
-        };
-        let mut e = Engine::load(&m, common::gpu(), opts, &mut |_, _| {}).unwrap();
-        let mut r = Reference::new(&m, 64, MlaForm::Absorbed);
-        let mut worst = 0f64;
-        let mut want = Vec::new();
-        for (i, &t) in tokens.iter().enumerate() {
-            want = r.forward(t).unwrap();
-            let err = rel_l2(&e.logits(t).unwrap(), &want);
-            assert!(
-                err < LOGITS_TOL,
-                "{v:?}: position {i}: logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e})"
+fn every_mix_matches_reference() {
+    use glmw::synth::Mix;
+    for (mix, want) in [
+        (Mix::Q4KM, &["F32", "Q4_K", "Q5_0", "Q6_K"][..]),
+        (Mix::Q8_0, &["F32", "Q8_0"]),
+        (Mix::F16, &["F16", "F32"]),
+    ] {
+        let path = common::tiny_in(mix);
+        let file = glmw::gguf::GgufFile::open(&path).unwrap();
+        let types: std::collections::BTreeSet<&str> =
+            file.tensors().iter().map(|t| t.ggml_type.name()).collect();
+        assert_eq!(types.into_iter().collect::<Vec<_>>(), want, "{mix:?}");
+        let m = glmw::model::Model::open(&path).unwrap();
+        for v in VARIANTS {
+            let (decode, prefill) = mix_errors(&m, v);
+            eprintln!(
+                "{mix:?} {v:?}: worst decode logits rel L2 {decode:.2e}, prefill {prefill:.2e}"
             );
-            worst = worst.max(err);
         }
-        let mut e = Engine::load(&m, common::gpu(), opts, &mut |_, _| {}).unwrap();
-        let err = rel_l2(&e.prefill_logits(&tokens).unwrap(), &want);
-        assert!(err < LOGITS_TOL, "{v:?}: prefill logits rel L2 {err:.3e}");
-        eprintln!("{v:?} Q4_K_M mix: worst decode logits rel L2 {worst:.2e}, prefill {err:.2e}");
     }
+}
+
+/// Worst rel L2 of the GPU's logits over 12 decoded tokens, and of the
+/// prefill's last logits, against the reference; each under LOGITS_TOL.
+fn mix_errors(m: &glmw::model::Model, v: Variant) -> (f64, f64) {
+    let tokens = [1u32, 17, 300, 42, 7, 99, 256, 3, 5, 400, 11, 64];
+    let opts = EngineOptions {
+        n_ctx: 64,
+        candidates: 1,
+        variant: Some(v),
+        ..Default::default()
+    };
+    let mut e = Engine::load(m, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let mut r = Reference::new(m, 64, MlaForm::Absorbed);
+    let mut worst = 0f64;
+    let mut want = Vec::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        want = r.forward(t).unwrap();
+        let err = rel_l2(&e.logits(t).unwrap(), &want);
+        assert!(
+            err < LOGITS_TOL,
+            "{v:?}: position {i}: logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e})"
+        );
+        worst = worst.max(err);
+    }
+    let mut e = Engine::load(m, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let err = rel_l2(&e.prefill_logits(&tokens).unwrap(), &want);
+    assert!(err < LOGITS_TOL, "{v:?}: prefill logits rel L2 {err:.3e}");
+    (worst, err)
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! Quant mixes: which GGML type each tensor of a preset gets. `Q4_0` is the
 //! layout of the Unsloth Q4_0 file the presets were drawn from (the types
-//! `presets.rs` writes); `Q4KM` re-types it by llama.cpp's `llama-quantize`
-//! rules for Q4_K_M on this architecture (src/llama-quant.cpp:
-//! `llama_tensor_get_type_impl` and `tensor_type_fallback`), so the files
-//! people download as Q4_K_M are tested at tiny size.
+//! `presets.rs` writes); the others re-type it as llama.cpp writes the files
+//! people download: `Q4KM` by `llama-quantize`'s Q4_K_M rules for this
+//! architecture (src/llama-quant.cpp: `llama_tensor_get_type_impl` and
+//! `tensor_type_fallback`), `Q8_0` and `F16` every matrix in that type
+//! (llama-quantize Q8_0 keeps the output head in Q8_0 too; convert's f16
+//! keeps the router in F32). Vectors and the router stay F32 in every mix.
 
 use crate::quant::GgmlType::{self, F16, F32, Q4_K, Q5_0, Q6_K, Q8_0};
 
@@ -11,16 +13,20 @@ use crate::quant::GgmlType::{self, F16, F32, Q4_K, Q5_0, Q6_K, Q8_0};
 pub enum Mix {
     Q4_0,
     Q4KM,
+    Q8_0,
+    F16,
 }
 
 impl Mix {
-    pub const ALL: [Mix; 2] = [Mix::Q4_0, Mix::Q4KM];
+    pub const ALL: [Mix; 4] = [Mix::Q4_0, Mix::Q4KM, Mix::Q8_0, Mix::F16];
 
     /// llama.cpp's name for the file type.
     pub fn name(self) -> &'static str {
         match self {
             Mix::Q4_0 => "q4_0",
             Mix::Q4KM => "q4_k_m",
+            Mix::Q8_0 => "q8_0",
+            Mix::F16 => "f16",
         }
     }
 
@@ -33,6 +39,8 @@ impl Mix {
         match self {
             Mix::Q4_0 => 2,
             Mix::Q4KM => 15,
+            Mix::Q8_0 => 7,
+            Mix::F16 => 1,
         }
     }
 
@@ -46,10 +54,12 @@ impl Mix {
         n_layer: usize,
     ) -> GgmlType {
         match self {
-            Mix::Q4_0 => q4_0,
             // F32 tensors (norms, the router, its bias) are never quantized.
-            Mix::Q4KM if q4_0 == F32 => F32,
+            _ if q4_0 == F32 => F32,
+            Mix::Q4_0 => q4_0,
             Mix::Q4KM => fallback(q4_k_m(name, n_layer), dims[0]),
+            Mix::Q8_0 => Q8_0,
+            Mix::F16 => F16,
         }
     }
 }
@@ -80,7 +90,8 @@ fn use_more_bits(il: usize, n_layer: usize) -> bool {
 }
 
 /// A row (`ne0` weights) that the chosen type's block does not divide falls
-/// back to a 32-weight type, and to F16 if even that does not divide it.
+/// back to a 32-weight type (Q4_K to Q5_0, Q6_K to Q8_0), and to F16 if even
+/// that does not divide it.
 fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
     if ne0 % ty.block_size() == 0 {
         return ty;
