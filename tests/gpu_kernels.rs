@@ -349,6 +349,10 @@ fn matvec_every_format_plain() {
         (F16, 32, 2),
         (BF16, 2048, 64),
         (BF16, 160, 7),
+        (Q4_1, 2048, 64),
+        (Q4_1, 96, 5),
+        (Q5_1, 192, 512), // one head of k_b in a Q5_K_M file
+        (Q5_1, 32, 3),
     ];
     let tprs: std::collections::BTreeSet<u32> = shapes
         .iter()
@@ -391,6 +395,11 @@ fn matvec_norm_and_accum() {
         Case {
             norm: true,
             ..plain(F16, 512, 9)
+        },
+        Case {
+            norm: true,
+            accum: true,
+            ..plain(Q4_1, 256, 9)
         },
         Case {
             accum: true,
@@ -450,6 +459,7 @@ fn matvec_batched_heads() {
         heads(Q5_0, 192, 512, 20, 256, 512),
         heads(Q6K, 512, 256, 4, 512, 256),
         heads(BF16, 64, 9, 3, 72, 11),
+        heads(Q5_1, 192, 512, 3, 256, 512),
     ];
     check_all("matvec batched", &cases);
 }
@@ -485,6 +495,7 @@ fn matvec_gate_up() {
         },
         experts(Q5_0, 96, 13, 3, 2, 20),
         experts(F16, 64, 9, 3, 2, 9),
+        experts(Q4_1, 128, 13, 3, 2, 13),
     ];
     check_all("matvec gate+up", &cases);
 }
@@ -527,6 +538,7 @@ fn matvec_weighted_sum() {
         },
         down(F16, 96, 13, 3, 2),
         down(BF16, 32, 5, 3, 3),
+        down(Q5_1, 96, 9, 4, 3),
     ];
     check_all("matvec weighted sum", &cases);
 }
@@ -548,7 +560,7 @@ fn q4_0_repack_keeps_every_byte() {
 }
 
 #[test]
-fn q8_0_q5_0_repack_and_q6_k_pad_keep_every_byte() {
+fn legacy_repacks_and_q6_k_pad_keep_every_byte() {
     let blocks: Vec<u8> = (0..34 * 2).map(|i| i as u8).collect();
     let (s, q) = repack::repack_q8_0(&blocks).unwrap();
     assert_eq!(s, vec![0, 1, 34, 35]);
@@ -568,6 +580,15 @@ fn q8_0_q5_0_repack_and_q6_k_pad_keep_every_byte() {
     assert_eq!(&q[..20], &blocks[2..22]);
     assert_eq!(&q[40..], &blocks[46..66]);
     assert!(repack::repack_q5_0(&blocks[..21]).is_err());
+    let blocks: Vec<u8> = (0..24 * 2).map(|i| i as u8).collect();
+    let (s, q) = repack::repack_q5_1(&blocks).unwrap();
+    assert_eq!(s, vec![0, 1, 2, 3, 24, 25, 26, 27]);
+    assert_eq!(&q[..20], &blocks[4..24]);
+    assert_eq!(&q[20..], &blocks[28..48]);
+    let (s, n) = repack::repack_q4_1(&blocks[..40]).unwrap();
+    assert_eq!(s, vec![0, 1, 2, 3, 20, 21, 22, 23]);
+    assert_eq!(&n[16..], &blocks[24..40]);
+    assert!(repack::repack_q4_1(&blocks[..19]).is_err());
 }
 
 /// The embedding gather (embed.wgsl) against the dequantized rows: every
@@ -584,7 +605,9 @@ fn embed_gathers_rows_of_every_format() {
         Format::F16,
         Format::BF16,
         Format::Q4_0,
+        Format::Q4_1,
         Format::Q5_0,
+        Format::Q5_1,
         Format::Q8_0,
         Format::Q4K,
         Format::Q5K,

@@ -244,7 +244,9 @@ fn matmul_every_format_dense() {
         (F16, 160),
         (BF16, 64),
         (Q4_0, 160),
+        (Q4_1, 128),
         (Q5_0, 288),
+        (Q5_1, 192),
         (Q8_0, 288),
         (Q4K, 256),
         (Q5K, 256),
@@ -310,6 +312,7 @@ fn matmul_gate_up_and_accum() {
         accum(Q4K, 768, 33, 9),
         gate_up(F16, 96, 13, 5),
         accum(BF16, 64, 70, 10),
+        gate_up(Q4_1, 96, 13, 5),
         Case {
             y_tok: 75,
             y_off: 2,
@@ -347,6 +350,7 @@ fn matmul_batched_heads() {
         // a Q4_K_M file's k_b: Q5_0 (192 is not a multiple of 256)
         heads(Q5_0, 192, 70, 3, 256, 70, 19),
         heads(Q4K, 256, 9, 2, 256, 9, 10),
+        heads(Q5_1, 192, 70, 3, 256, 70, 19),
     ];
     check_dense("matmul batched heads", &cases);
 }
