@@ -100,12 +100,15 @@ fn greedy_generation_matches_reference() {
 
 /// The tiny model in each published mix decodes and prefills on the GPU as
 /// the reference does, in both variants. Q4_K_M: Q4_K, Q5_0 where a row is
-/// not a multiple of 256, Q6_K output and down projections.
+/// not a multiple of 256, Q6_K output and down projections; Q5_K_M the
+/// same with Q5_K and Q5_1; Q6_K falls back to Q8_0.
 #[test]
 fn every_mix_matches_reference() {
     use glmw::synth::Mix;
     for (mix, want) in [
         (Mix::Q4KM, &["F32", "Q4_K", "Q5_0", "Q6_K"][..]),
+        (Mix::Q5KM, &["F32", "Q5_1", "Q5_K", "Q6_K"]),
+        (Mix::Q6K, &["F32", "Q6_K", "Q8_0"]),
         (Mix::Q8_0, &["F32", "Q8_0"]),
         (Mix::F16, &["F16", "F32"]),
     ] {

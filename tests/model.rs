@@ -28,9 +28,9 @@ fn sparse_file(tag: &str, md: &[(String, Value)], specs: &[TensorSpec]) -> std::
 /// llama.cpp's Q4_K_M choices on the full-size layout: Q5_0 for attn_k_b
 /// (192-weight rows), Q6_K for the output head and the ffn_down tensors of
 /// the 23 layers `use_more_bits` picks (0-4, every third of 5-40, 41-46),
-/// Q4_K for every other matrix, F32 as in the Q4_0 mix.
+/// Q4_K for every other matrix, F32 as in the Q4_0 mix; Q5_K_M and Q6_K.
 #[test]
-fn glm_flash_q4_k_m_mix_follows_llama_quantize() {
+fn glm_flash_k_mixes_follow_llama_quantize() {
     let (md, specs) = synth::plan(Preset::Glm47Flash, Mix::Q4KM, 0);
     let count = |t: GgmlType| specs.iter().filter(|s| s.ggml_type == t).count();
     assert_eq!(count(GgmlType::F32), 281);
@@ -50,6 +50,20 @@ fn glm_flash_q4_k_m_mix_follows_llama_quantize() {
     assert!(matches!(ft, Some((_, Value::U32(15)))));
     let bytes: u64 = specs.iter().map(|s| s.n_bytes().unwrap()).sum();
     assert!((17.5e9..19.0e9).contains(&(bytes as f64)), "{bytes} bytes");
+    // Q5_K_M: the same picks over Q5_K, whose fallback is Q5_1; Q6_K: every
+    // matrix, attn_k_b falling back to Q8_0.
+    let (_, specs) = synth::plan(Preset::Glm47Flash, Mix::Q5KM, 0);
+    let count = |t: GgmlType| specs.iter().filter(|s| s.ggml_type == t).count();
+    assert_eq!(
+        [GgmlType::Q5_1, GgmlType::Q6_K, GgmlType::Q5_K].map(count),
+        [47, 46, 844 - 281 - 47 - 46]
+    );
+    let (_, specs) = synth::plan(Preset::Glm47Flash, Mix::Q6K, 0);
+    let count = |t: GgmlType| specs.iter().filter(|s| s.ggml_type == t).count();
+    assert_eq!(
+        [GgmlType::Q8_0, GgmlType::Q6_K].map(count),
+        [47, 844 - 281 - 47]
+    );
 }
 
 #[test]
