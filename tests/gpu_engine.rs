@@ -111,6 +111,7 @@ fn every_mix_matches_reference() {
         (Mix::Q6K, &["F32", "Q6_K", "Q8_0"]),
         (Mix::Q8_0, &["F32", "Q8_0"]),
         (Mix::F16, &["F16", "F32"]),
+        (Mix::BF16, &["BF16", "F32"]),
     ] {
         let path = common::tiny_in(mix);
         let file = glmw::gguf::GgufFile::open(&path).unwrap();

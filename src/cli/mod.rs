@@ -160,10 +160,10 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Quant mix: q4_0 (the Unsloth Q4_0 file's layout), q4_k_m, q5_k_m
-        /// or q6_k (llama-quantize's choices for this architecture), q8_0 or
-        /// f16 (every matrix in that type).
+        /// or q6_k (llama-quantize's choices for this architecture), q8_0,
+        /// f16 or bf16 (every matrix in that type).
         #[arg(long, default_value = "q4_0",
-              value_parser = ["q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16"])]
+              value_parser = ["q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "bf16"])]
         mix: String,
     },
 }

@@ -3,11 +3,11 @@
 //! `presets.rs` writes); the others re-type it as llama.cpp writes the files
 //! people download: `Q4KM`, `Q5KM` and `Q6K` by `llama-quantize`'s rules
 //! for this architecture (src/llama-quant.cpp: `llama_tensor_get_type_impl`
-//! and `tensor_type_fallback`), `Q8_0` and `F16` every matrix in that type
-//! (llama-quantize Q8_0 keeps the output head in Q8_0 too; convert's f16
-//! keeps the router in F32). Vectors and the router stay F32 in every mix.
+//! and `tensor_type_fallback`), `Q8_0`, `F16` and `BF16` every matrix in
+//! that type (llama-quantize Q8_0 keeps the output head in Q8_0 too;
+//! convert's f16 / bf16 keep the router in F32). Vectors and the router stay F32 in every mix.
 
-use crate::quant::GgmlType::{self, F16, F32, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0};
+use crate::quant::GgmlType::{self, BF16, F16, F32, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mix {
@@ -17,16 +17,18 @@ pub enum Mix {
     Q6K,
     Q8_0,
     F16,
+    BF16,
 }
 
 impl Mix {
-    pub const ALL: [Mix; 6] = [
+    pub const ALL: [Mix; 7] = [
         Mix::Q4_0,
         Mix::Q4KM,
         Mix::Q5KM,
         Mix::Q6K,
         Mix::Q8_0,
         Mix::F16,
+        Mix::BF16,
     ];
 
     /// llama.cpp's name for the file type.
@@ -38,6 +40,7 @@ impl Mix {
             Mix::Q6K => "q6_k",
             Mix::Q8_0 => "q8_0",
             Mix::F16 => "f16",
+            Mix::BF16 => "bf16",
         }
     }
 
@@ -54,6 +57,7 @@ impl Mix {
             Mix::Q6K => 18,
             Mix::Q8_0 => 7,
             Mix::F16 => 1,
+            Mix::BF16 => 32,
         }
     }
 
@@ -75,6 +79,7 @@ impl Mix {
             Mix::Q6K => fallback(Q6_K, dims[0]),
             Mix::Q8_0 => Q8_0,
             Mix::F16 => F16,
+            Mix::BF16 => BF16,
         }
     }
 }
