@@ -13,7 +13,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("glmw-ladder-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("tiny.gguf");
-    synth::synth(&path, Preset::Tiny, 1, &mut |_, _| {}).expect("synth tiny");
+    synth::synth(&path, Preset::Tiny, synth::Mix::Q4_0, 1, &mut |_, _| {}).expect("synth tiny");
     let model = Model::open(&path).expect("open tiny");
     let gpu = Gpu::new(Default::default()).expect("a wgpu adapter (or mesa-vulkan-drivers)");
     let opts = EngineOptions {

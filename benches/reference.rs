@@ -11,7 +11,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("glmw-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("tiny.gguf");
-    synth::synth(&path, Preset::Tiny, 1, &mut |_, _| {}).expect("synth tiny");
+    synth::synth(&path, Preset::Tiny, synth::Mix::Q4_0, 1, &mut |_, _| {}).expect("synth tiny");
     let model = Model::open(&path).expect("open tiny");
     let tokens: Vec<u32> = (0..32).map(|i| (i * 13 % 470) as u32).collect();
     let mut times = Vec::new();

@@ -1,33 +1,13 @@
 // Q5_K weights for matvec.wgsl and matmul.wgsl, GGUF bytes unchanged (176-byte super-blocks
 // are already word aligned: 44 words). A super-block holds 8 units of 32
 // weights: w = d·sc_j·(q + 16·h) − dmin·m_j, with 6-bit sc_j, m_j packed in
-// 12 bytes, q four bits and h one bit.
+// 12 bytes (k_scales.wgsl), q four bits and h one bit.
 // Word layout of a super-block: 0 d|dmin (f16 pair), 1..4 scales,
 // 4..12 qh (bit j of byte l = high bit of unit j's weight l), 12..44 qs
 // (unit j's weight l: byte 32·(j/2) + l, high nibble when j is odd).
 // Binding: 6 blocks (array<u32>).
 
 @group(0) @binding(6) var<storage, read> blocks: array<u32>;
-
-fn byte_at(w0: u32, b: u32) -> u32 {
-    return (blocks[w0 + (b >> 2u)] >> ((b & 3u) * 8u)) & 0xFFu;
-}
-
-// (d·sc_j, dmin·m_j) of unit j of the super-block at word w0: ggml's
-// get_scale_min_k4 over scale bytes s[0..12] (words 1..4).
-fn scale_min(w0: u32, j: u32) -> vec2<f32> {
-    let dm = unpack2x16float(blocks[w0]);
-    var sc: u32;
-    var mn: u32;
-    if j < 4u {
-        sc = byte_at(w0 + 1u, j) & 63u;
-        mn = byte_at(w0 + 1u, j + 4u) & 63u;
-    } else {
-        sc = (byte_at(w0 + 1u, j + 4u) & 0xFu) | ((byte_at(w0 + 1u, j - 4u) >> 6u) << 4u);
-        mn = (byte_at(w0 + 1u, j + 4u) >> 4u) | ((byte_at(w0 + 1u, j) >> 6u) << 4u);
-    }
-    return dm * vec2<f32>(f32(sc), f32(mn));
-}
 
 // Unit j's weights 4i..4i+4 before scaling: q + 16·h.
 fn quads(w0: u32, j: u32, i: u32) -> vec4<f32> {
@@ -40,7 +20,7 @@ fn quads(w0: u32, j: u32, i: u32) -> vec4<f32> {
 fn unit_load(u: u32) -> Unit {
     let j = u % 8u;
     let w0 = (u / 8u) * 44u;
-    let sm = scale_min(w0, j);
+    let sm = scale_min_k4(vec4<u32>(blocks[w0], blocks[w0 + 1u], blocks[w0 + 2u], blocks[w0 + 3u]), j);
     let m = vec4<f32>(sm.y);
     return Unit(sm.x * quads(w0, j, 0u) - m, sm.x * quads(w0, j, 1u) - m,
         sm.x * quads(w0, j, 2u) - m, sm.x * quads(w0, j, 3u) - m,

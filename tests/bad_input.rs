@@ -45,7 +45,7 @@ fn rewrite(
 
 /// The config of the tiny model's metadata with `edit` applied.
 fn config_with(edit: impl FnOnce(&mut Vec<(String, Value)>)) -> glmw::Result<Config> {
-    let (mut md, _) = glmw::synth::plan(glmw::synth::Preset::Tiny, 0);
+    let (mut md, _) = glmw::synth::plan(glmw::synth::Preset::Tiny, glmw::synth::Mix::Q4_0, 0);
     edit(&mut md);
     let path = common::temp_dir("cfg").join("c.gguf");
     GgufWriter::create(&path, &md, &[])

@@ -99,6 +99,65 @@ fn greedy_generation_matches_reference() {
     }
 }
 
+/// The tiny model in each published mix decodes and prefills on the GPU as
+/// the reference does, in both variants. Q4_K_M: Q4_K, Q5_0 where a row is
+/// not a multiple of 256, Q6_K output and down projections; Q5_K_M the
+/// same with Q5_K and Q5_1; Q6_K falls back to Q8_0.
+#[test]
+fn every_mix_matches_reference() {
+    use glmw::synth::Mix;
+    for (mix, want) in [
+        (Mix::Q4KM, &["F32", "Q4_K", "Q5_0", "Q6_K"][..]),
+        (Mix::Q5KM, &["F32", "Q5_1", "Q5_K", "Q6_K"]),
+        (Mix::Q6K, &["F32", "Q6_K", "Q8_0"]),
+        (Mix::Q8_0, &["F32", "Q8_0"]),
+        (Mix::F16, &["F16", "F32"]),
+        (Mix::BF16, &["BF16", "F32"]),
+    ] {
+        let path = common::tiny_in(mix);
+        let file = glmw::gguf::GgufFile::open(&path).unwrap();
+        let types: std::collections::BTreeSet<&str> =
+            file.tensors().iter().map(|t| t.ggml_type.name()).collect();
+        assert_eq!(types.into_iter().collect::<Vec<_>>(), want, "{mix:?}");
+        let m = glmw::model::Model::open(&path).unwrap();
+        for v in VARIANTS {
+            let (decode, prefill) = mix_errors(&m, v);
+            eprintln!(
+                "{mix:?} {v:?}: worst decode logits rel L2 {decode:.2e}, prefill {prefill:.2e}"
+            );
+        }
+    }
+}
+
+/// Worst rel L2 of the GPU's logits over 12 decoded tokens, and of the
+/// prefill's last logits, against the reference; each under LOGITS_TOL.
+fn mix_errors(m: &glmw::model::Model, v: Variant) -> (f64, f64) {
+    let tokens = [1u32, 17, 300, 42, 7, 99, 256, 3, 5, 400, 11, 64];
+    let opts = EngineOptions {
+        n_ctx: 64,
+        candidates: 1,
+        variant: Some(v),
+        ..Default::default()
+    };
+    let mut e = Engine::load(m, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let mut r = Reference::new(m, 64, MlaForm::Absorbed);
+    let mut worst = 0f64;
+    let mut want = Vec::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        want = r.forward(t).unwrap();
+        let err = rel_l2(&e.logits(t).unwrap(), &want);
+        assert!(
+            err < LOGITS_TOL,
+            "{v:?}: position {i}: logits rel L2 {err:.3e} (tolerance {LOGITS_TOL:.0e})"
+        );
+        worst = worst.max(err);
+    }
+    let mut e = Engine::load(m, common::gpu(), opts, &mut |_, _| {}).unwrap();
+    let err = rel_l2(&e.prefill_logits(&tokens).unwrap(), &want);
+    assert!(err < LOGITS_TOL, "{v:?}: prefill logits rel L2 {err:.3e}");
+    (worst, err)
+}
+
 #[test]
 fn split_weights_give_the_same_logits() {
     // 4 KiB parts split every matrix of the tiny model into several buffers.

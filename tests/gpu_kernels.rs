@@ -335,6 +335,24 @@ fn matvec_every_format_plain() {
         (Q6K, 1536, 64),   // experts' down width
         (Q6K, 256, 9),
         (Q6K, 512, 13),
+        (Q4K, 2048, 768),  // q_a in a Q4_K_M file
+        (Q4K, 2048, 1536), // an expert's gate
+        (Q4K, 256, 13),    // one super-block: TPR 8
+        (Q4K, 768, 9),     // 24 units: TPR 32
+        (Q4K, 512, 3),
+        (Q5_0, 192, 512), // one head of k_b in a Q4_K_M file: TPR 8
+        (Q5_0, 32, 9),
+        (Q5_0, 96, 1),
+        (Q5_0, 512, 40),
+        (F16, 2048, 100), // a slice of an F16 file's output head
+        (F16, 96, 5),
+        (F16, 32, 2),
+        (BF16, 2048, 64),
+        (BF16, 160, 7),
+        (Q4_1, 2048, 64),
+        (Q4_1, 96, 5),
+        (Q5_1, 192, 512), // one head of k_b in a Q5_K_M file
+        (Q5_1, 32, 3),
     ];
     let tprs: std::collections::BTreeSet<u32> = shapes
         .iter()
@@ -369,6 +387,28 @@ fn matvec_norm_and_accum() {
         Case {
             norm: true,
             ..plain(Q4_0, 96, 13)
+        },
+        Case {
+            norm: true,
+            ..plain(Q4K, 2048, 576)
+        },
+        Case {
+            norm: true,
+            ..plain(F16, 512, 9)
+        },
+        Case {
+            norm: true,
+            accum: true,
+            ..plain(Q4_1, 256, 9)
+        },
+        Case {
+            accum: true,
+            ..plain(Q4K, 5120, 64)
+        },
+        Case {
+            accum: true,
+            y_off: 2,
+            ..plain(Q5_0, 96, 11)
         },
         // attn_output and dense down + residual; one into the middle of y
         Case {
@@ -415,6 +455,11 @@ fn matvec_batched_heads() {
             ..heads(Q4_0, 32, 64, 4, 48, 70)
         },
         heads(Q5K, 256, 9, 3, 260, 9),
+        // a Q4_K_M file's k_b and v_b
+        heads(Q5_0, 192, 512, 20, 256, 512),
+        heads(Q6K, 512, 256, 4, 512, 256),
+        heads(BF16, 64, 9, 3, 72, 11),
+        heads(Q5_1, 192, 512, 3, 256, 512),
     ];
     check_all("matvec batched", &cases);
 }
@@ -443,6 +488,14 @@ fn matvec_gate_up() {
             ..experts(Q4_0, 96, 13, 7, 4, 20)
         },
         experts(Q6K, 256, 256, 4, 4, 256),
+        experts(Q4K, 2048, 1536, 5, 4, 1536),
+        Case {
+            norm: true,
+            ..experts(Q4K, 512, 96, 1, 1, 0)
+        },
+        experts(Q5_0, 96, 13, 3, 2, 20),
+        experts(F16, 64, 9, 3, 2, 9),
+        experts(Q4_1, 128, 13, 3, 2, 13),
     ];
     check_all("matvec gate+up", &cases);
 }
@@ -475,6 +528,17 @@ fn matvec_weighted_sum() {
             x_stride: 100,
             ..down(Q6K, 256, 13, 3, 2)
         },
+        Case {
+            accum: true,
+            ..down(Q4K, 1536, 2048, 5, 4)
+        },
+        Case {
+            y_off: 1,
+            ..down(Q5_0, 64, 9, 4, 3)
+        },
+        down(F16, 96, 13, 3, 2),
+        down(BF16, 32, 5, 3, 3),
+        down(Q5_1, 96, 9, 4, 3),
     ];
     check_all("matvec weighted sum", &cases);
 }
@@ -496,7 +560,7 @@ fn q4_0_repack_keeps_every_byte() {
 }
 
 #[test]
-fn q8_0_repack_and_q6_k_pad_keep_every_byte() {
+fn legacy_repacks_and_q6_k_pad_keep_every_byte() {
     let blocks: Vec<u8> = (0..34 * 2).map(|i| i as u8).collect();
     let (s, q) = repack::repack_q8_0(&blocks).unwrap();
     assert_eq!(s, vec![0, 1, 34, 35]);
@@ -510,6 +574,21 @@ fn q8_0_repack_and_q6_k_pad_keep_every_byte() {
     assert_eq!(&p[210..212], &[0, 0]);
     assert_eq!(&p[212..422], &blocks[210..]);
     assert!(repack::pad_q6_k(&blocks[..209]).is_err());
+    let blocks: Vec<u8> = (0..22 * 3).map(|i| i as u8).collect();
+    let (s, q) = repack::repack_q5_0(&blocks).unwrap();
+    assert_eq!(s, vec![0, 1, 22, 23, 44, 45, 0, 0]);
+    assert_eq!(&q[..20], &blocks[2..22]);
+    assert_eq!(&q[40..], &blocks[46..66]);
+    assert!(repack::repack_q5_0(&blocks[..21]).is_err());
+    let blocks: Vec<u8> = (0..24 * 2).map(|i| i as u8).collect();
+    let (s, q) = repack::repack_q5_1(&blocks).unwrap();
+    assert_eq!(s, vec![0, 1, 2, 3, 24, 25, 26, 27]);
+    assert_eq!(&q[..20], &blocks[4..24]);
+    assert_eq!(&q[20..], &blocks[28..48]);
+    let (s, n) = repack::repack_q4_1(&blocks[..40]).unwrap();
+    assert_eq!(s, vec![0, 1, 2, 3, 20, 21, 22, 23]);
+    assert_eq!(&n[16..], &blocks[24..40]);
+    assert!(repack::repack_q4_1(&blocks[..19]).is_err());
 }
 
 /// The embedding gather (embed.wgsl) against the dequantized rows: every
@@ -523,8 +602,14 @@ fn embed_gathers_rows_of_every_format() {
     let (cols, rows, split) = (512usize, 40usize, 23usize);
     for (i, fmt) in [
         Format::F32,
+        Format::F16,
+        Format::BF16,
         Format::Q4_0,
+        Format::Q4_1,
+        Format::Q5_0,
+        Format::Q5_1,
         Format::Q8_0,
+        Format::Q4K,
         Format::Q5K,
         Format::Q6K,
     ]

@@ -239,10 +239,22 @@ fn matmul_every_format_dense() {
     use Format::*;
     // 70 rows: a second row workgroup with 6 live rows; 19 tokens: tiles
     // of 8, 8 and 3. Units per row not a multiple of TPR (3, 5, 9).
-    let mut cases: Vec<Case> = [(F32, 96), (Q4_0, 160), (Q8_0, 288), (Q5K, 256), (Q6K, 512)]
-        .iter()
-        .map(|&(f, cols)| dense(f, cols, 70, 19))
-        .collect();
+    let mut cases: Vec<Case> = [
+        (F32, 96),
+        (F16, 160),
+        (BF16, 64),
+        (Q4_0, 160),
+        (Q4_1, 128),
+        (Q5_0, 288),
+        (Q5_1, 192),
+        (Q8_0, 288),
+        (Q4K, 256),
+        (Q5K, 256),
+        (Q6K, 512),
+    ]
+    .iter()
+    .map(|&(f, cols)| dense(f, cols, 70, 19))
+    .collect();
     cases.extend([
         // one token; exactly one tile; wide x rows, gaps and an offset in y
         // (a row part of a split matrix) that must stay NaN
@@ -259,6 +271,14 @@ fn matmul_every_format_dense() {
             y_tok: 130,
             y_off: 1,
             ..dense(Q5K, 256, 129, 17)
+        },
+        // a Q4_K_M file's q_a at prefill width
+        dense(Q4K, 2048, 70, 19),
+        Case {
+            x_tok: 192 + 4,
+            y_tok: 75,
+            y_off: 3,
+            ..dense(Q5_0, 192, 70, 9)
         },
     ]);
     check_dense("matmul dense", &cases);
@@ -288,6 +308,11 @@ fn matmul_gate_up_and_accum() {
         // attn_output / down + residual
         accum(Q4_0, 160, 70, 19),
         accum(Q5K, 512, 33, 8),
+        gate_up(Q4K, 512, 70, 19),
+        accum(Q4K, 768, 33, 9),
+        gate_up(F16, 96, 13, 5),
+        accum(BF16, 64, 70, 10),
+        gate_up(Q4_1, 96, 13, 5),
         Case {
             y_tok: 75,
             y_off: 2,
@@ -322,6 +347,10 @@ fn matmul_batched_heads() {
             ..heads(Q5K, 256, 9, 3, 260, 13, 10)
         },
         heads(Q6K, 256, 65, 2, 256, 65, 1),
+        // a Q4_K_M file's k_b: Q5_0 (192 is not a multiple of 256)
+        heads(Q5_0, 192, 70, 3, 256, 70, 19),
+        heads(Q4K, 256, 9, 2, 256, 9, 10),
+        heads(Q5_1, 192, 70, 3, 256, 70, 19),
     ];
     check_dense("matmul batched heads", &cases);
 }
@@ -547,6 +576,8 @@ fn moe_routed_group_matmuls_and_sum() {
         // 2 moe_sum workgroups
         moe(Q4_0, Q8_0, 288, 96, 21),
         moe(Q5K, Q6K, 256, 256, 21),
+        moe(Q4K, Q6K, 256, 512, 21),
+        moe(Q4K, Q5_0, 96, 256, 9),
         // fewer assignments than max_tiles' n_expert term
         moe(Q8_0, Q4_0, 64, 160, 3),
         Moe {

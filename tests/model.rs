@@ -7,7 +7,7 @@ use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value};
 use glmw::model::{Config, Gating, Model};
 use glmw::quant::GgmlType;
 use glmw::reference::{ops, MlaForm, Reference};
-use glmw::synth::{self, Preset};
+use glmw::synth::{self, Mix, Preset};
 
 /// Write only the header of `md` + `specs`, then extend the file sparsely to
 /// its full length: full-size layouts can be loaded without writing 17 GB.
@@ -25,9 +25,50 @@ fn sparse_file(tag: &str, md: &[(String, Value)], specs: &[TensorSpec]) -> std::
     path
 }
 
+/// llama.cpp's Q4_K_M choices on the full-size layout: Q5_0 for attn_k_b
+/// (192-weight rows), Q6_K for the output head and the ffn_down tensors of
+/// the 23 layers `use_more_bits` picks (0-4, every third of 5-40, 41-46),
+/// Q4_K for every other matrix, F32 as in the Q4_0 mix; Q5_K_M and Q6_K.
+#[test]
+fn glm_flash_k_mixes_follow_llama_quantize() {
+    let (md, specs) = synth::plan(Preset::Glm47Flash, Mix::Q4KM, 0);
+    let count = |t: GgmlType| specs.iter().filter(|s| s.ggml_type == t).count();
+    assert_eq!(count(GgmlType::F32), 281);
+    assert_eq!(count(GgmlType::Q5_0), 47);
+    assert_eq!(count(GgmlType::Q6_K), 1 + 1 + 22 * 2);
+    assert_eq!(count(GgmlType::Q4_K), 844 - 281 - 47 - 46);
+    let ty = |name: &str| specs.iter().find(|s| s.name == name).unwrap().ggml_type;
+    assert_eq!(ty("blk.0.attn_k_b.weight"), GgmlType::Q5_0);
+    assert_eq!(ty("blk.0.ffn_down.weight"), GgmlType::Q6_K);
+    assert_eq!(ty("blk.7.ffn_down_exps.weight"), GgmlType::Q6_K);
+    assert_eq!(ty("blk.8.ffn_down_shexp.weight"), GgmlType::Q4_K);
+    assert_eq!(ty("blk.41.ffn_down_shexp.weight"), GgmlType::Q6_K);
+    assert_eq!(ty("blk.3.attn_v_b.weight"), GgmlType::Q4_K);
+    assert_eq!(ty("token_embd.weight"), GgmlType::Q4_K);
+    assert_eq!(ty("output.weight"), GgmlType::Q6_K);
+    let ft = md.iter().find(|(k, _)| k == "general.file_type");
+    assert!(matches!(ft, Some((_, Value::U32(15)))));
+    let bytes: u64 = specs.iter().map(|s| s.n_bytes().unwrap()).sum();
+    assert!((17.5e9..19.0e9).contains(&(bytes as f64)), "{bytes} bytes");
+    // Q5_K_M: the same picks over Q5_K, whose fallback is Q5_1; Q6_K: every
+    // matrix, attn_k_b falling back to Q8_0.
+    let (_, specs) = synth::plan(Preset::Glm47Flash, Mix::Q5KM, 0);
+    let count = |t: GgmlType| specs.iter().filter(|s| s.ggml_type == t).count();
+    assert_eq!(
+        [GgmlType::Q5_1, GgmlType::Q6_K, GgmlType::Q5_K].map(count),
+        [47, 46, 844 - 281 - 47 - 46]
+    );
+    let (_, specs) = synth::plan(Preset::Glm47Flash, Mix::Q6K, 0);
+    let count = |t: GgmlType| specs.iter().filter(|s| s.ggml_type == t).count();
+    assert_eq!(
+        [GgmlType::Q8_0, GgmlType::Q6_K].map(count),
+        [47, 844 - 281 - 47]
+    );
+}
+
 #[test]
 fn glm_flash_preset_has_the_real_layout() {
-    let (md, specs) = synth::plan(Preset::Glm47Flash, 0);
+    let (md, specs) = synth::plan(Preset::Glm47Flash, Mix::Q4_0, 0);
     assert_eq!(specs.len(), 844, "13 + 46 x 18 + 3 tensors");
     let count = |t: GgmlType| specs.iter().filter(|s| s.ggml_type == t).count();
     assert_eq!(count(GgmlType::F32), 281);
@@ -93,7 +134,7 @@ fn glm_flash_preset_has_the_real_layout() {
 
 #[test]
 fn deepseek_v2_lite_preset_uses_softmax_yarn_and_direct_q() {
-    let (md, specs) = synth::plan(Preset::DeepseekV2Lite, 0);
+    let (md, specs) = synth::plan(Preset::DeepseekV2Lite, Mix::Q4_0, 0);
     let path = sparse_file("v2lite", &md, &specs);
     let model = Model::open(&path).unwrap();
     let c = &model.config;
@@ -110,7 +151,7 @@ fn deepseek_v2_lite_preset_uses_softmax_yarn_and_direct_q() {
 }
 
 fn metadata_only(edit: impl Fn(&mut Vec<(String, Value)>)) -> glmw::Result<Config> {
-    let (mut md, _) = synth::plan(Preset::Tiny, 0);
+    let (mut md, _) = synth::plan(Preset::Tiny, Mix::Q4_0, 0);
     edit(&mut md);
     let dir = common::temp_dir("cfg");
     let path = dir.join("c.gguf");
@@ -163,7 +204,7 @@ fn config_rules_and_errors() {
 
 #[test]
 fn missing_or_misshapen_tensors_are_reported() {
-    let (md, mut specs) = synth::plan(Preset::Tiny, 0);
+    let (md, mut specs) = synth::plan(Preset::Tiny, Mix::Q4_0, 0);
     specs.retain(|s| s.name != "blk.1.ffn_down_exps.weight");
     let e = Model::open(sparse_file("missing", &md, &specs))
         .err()
@@ -174,7 +215,7 @@ fn missing_or_misshapen_tensors_are_reported() {
         "{e}"
     );
 
-    let (md, mut specs) = synth::plan(Preset::Tiny, 0);
+    let (md, mut specs) = synth::plan(Preset::Tiny, Mix::Q4_0, 0);
     let t = specs
         .iter_mut()
         .find(|s| s.name == "blk.2.attn_k_b.weight")
@@ -189,7 +230,7 @@ fn missing_or_misshapen_tensors_are_reported() {
         "{e}"
     );
 
-    let (md, mut specs) = synth::plan(Preset::Tiny, 0);
+    let (md, mut specs) = synth::plan(Preset::Tiny, Mix::Q4_0, 0);
     specs
         .iter_mut()
         .find(|s| s.name == "blk.0.attn_norm.weight")
@@ -203,9 +244,9 @@ fn missing_or_misshapen_tensors_are_reported() {
 fn synth_is_deterministic_per_seed() {
     let dir = common::temp_dir("det");
     let (a, b, c) = (dir.join("a.gguf"), dir.join("b.gguf"), dir.join("c.gguf"));
-    synth::synth(&a, Preset::Tiny, 7, &mut |_, _| {}).unwrap();
-    synth::synth(&b, Preset::Tiny, 7, &mut |_, _| {}).unwrap();
-    synth::synth(&c, Preset::Tiny, 8, &mut |_, _| {}).unwrap();
+    synth::synth(&a, Preset::Tiny, Mix::Q4_0, 7, &mut |_, _| {}).unwrap();
+    synth::synth(&b, Preset::Tiny, Mix::Q4_0, 7, &mut |_, _| {}).unwrap();
+    synth::synth(&c, Preset::Tiny, Mix::Q4_0, 8, &mut |_, _| {}).unwrap();
     let (a, b, c) = (
         std::fs::read(a).unwrap(),
         std::fs::read(b).unwrap(),
@@ -342,7 +383,7 @@ fn bad_tokens_and_full_context_are_errors() {
 
 #[test]
 fn router_bias_selects_but_does_not_weight() {
-    let (md, _) = synth::plan(Preset::Tiny, 0);
+    let (md, _) = synth::plan(Preset::Tiny, Mix::Q4_0, 0);
     let dir = common::temp_dir("route");
     let p = dir.join("r.gguf");
     GgufWriter::create(&p, &md, &[]).unwrap().finish().unwrap();

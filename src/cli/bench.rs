@@ -12,7 +12,7 @@ use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::barriers::Barriers;
 use glmw::gpu::Gpu;
 use glmw::model::Model;
-use glmw::synth::Preset;
+use glmw::synth::{Mix, Preset};
 use glmw::{Error, Result};
 
 #[derive(clap::Args)]
@@ -120,7 +120,7 @@ fn open_model(a: &BenchArgs) -> Result<(Model, String, Option<TempModel>)> {
             })?;
             let path = dir.join(format!("{}.gguf", preset.name()));
             let mut bar = super::progress::Progress::new(format!("synth {}", preset.name()));
-            glmw::synth::synth(&path, preset, 1, &mut |d, t| bar.update(d, t))?;
+            glmw::synth::synth(&path, preset, Mix::Q4_0, 1, &mut |d, t| bar.update(d, t))?;
             bar.finish();
             let temp = TempModel(dir);
             Ok((Model::open(&path)?, path.display().to_string(), Some(temp)))

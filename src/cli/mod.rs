@@ -166,6 +166,12 @@ enum Command {
         /// Random seed; the same seed gives the same file.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Quant mix: q4_0 (the Unsloth Q4_0 file's layout), q4_k_m, q5_k_m
+        /// or q6_k (llama-quantize's choices for this architecture), q8_0,
+        /// f16 or bf16 (every matrix in that type).
+        #[arg(long, default_value = "q4_0",
+              value_parser = ["q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "bf16"])]
+        mix: String,
     },
 }
 
@@ -305,7 +311,8 @@ pub fn main() -> i32 {
             preset,
             output,
             seed,
-        } => tools::synth(&preset, &output, seed),
+            mix,
+        } => tools::synth(&preset, &mix, &output, seed),
         Command::Devices { json } => tools::devices(json),
         Command::Bench(args) => bench::bench(&args),
         Command::Chat(a) => chat::chat(&a),

@@ -10,7 +10,7 @@ use super::progress::Progress;
 use super::Backend;
 use glmw::model::Config;
 use glmw::reference::{MlaForm, Reference};
-use glmw::synth::Preset;
+use glmw::synth::{Mix, Preset};
 use glmw::tokenizer::Tokenizer;
 use glmw::{Error, Result};
 
@@ -463,17 +463,20 @@ fn top_k(x: &[f32], k: usize) -> Vec<(usize, f32)> {
     idx.into_iter().take(k).map(|i| (i, x[i])).collect()
 }
 
-pub fn synth(preset: &str, output: &Path, seed: u64) -> Result<()> {
+pub fn synth(preset: &str, mix: &str, output: &Path, seed: u64) -> Result<()> {
     let preset = Preset::from_name(preset)
         .ok_or_else(|| Error::InvalidArgument(format!("unknown preset {preset:?}")))?;
+    let mix = Mix::from_name(mix)
+        .ok_or_else(|| Error::InvalidArgument(format!("unknown mix {mix:?}")))?;
     let t0 = Instant::now();
-    let mut bar = Progress::new(format!("synth {}", preset.name()));
-    let s = glmw::synth::synth(output, preset, seed, &mut |d, t| bar.update(d, t))?;
+    let mut bar = Progress::new(format!("synth {} {}", preset.name(), mix.name()));
+    let s = glmw::synth::synth(output, preset, mix, seed, &mut |d, t| bar.update(d, t))?;
     bar.finish();
     println!(
-        "wrote {} ({}, seed {seed}): {} tensors, {:.3} GB of tensor data in {:.1} s",
+        "wrote {} ({} {}, seed {seed}): {} tensors, {:.3} GB of tensor data in {:.1} s",
         output.display(),
         preset.name(),
+        mix.name(),
         s.n_tensors,
         s.tensor_bytes as f64 / 1e9,
         t0.elapsed().as_secs_f64()

@@ -14,12 +14,19 @@ use std::sync::Mutex;
 use super::context::{Caps, Gpu, Variant};
 use crate::error::{Error, Result};
 
-/// Weight formats the matvec kernels read.
+/// Weight formats the matvec, matmul and embed kernels read (one
+/// shaders/FMT.wgsl each; `gpu::weights::repack` gives its arrays).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
     F32,
+    F16,
+    BF16,
     Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
     Q8_0,
+    Q4K,
     Q5K,
     Q6K,
 }

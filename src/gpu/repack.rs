@@ -13,7 +13,11 @@
 //! ```
 //!
 //! Total size stays 18 bytes per block (plus 2 bytes when the block count is
-//! odd), and every load is aligned.
+//! odd), and every load is aligned. Q8_0 (34 B) and Q5_0 (22 B: f16 d, then
+//! qh and qs) split the same way after their 2-byte scale, Q4_1 (20 B) and
+//! Q5_1 (24 B) after their 4-byte scale and min. Q6_K's 210-byte
+//! super-blocks are padded to 212. The other formats need nothing: floats,
+//! and Q4_K / Q5_K, whose 144- and 176-byte super-blocks are whole vec4s.
 
 use crate::error::{Error, Result};
 
@@ -98,6 +102,28 @@ pub fn repack_q4_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
 /// (two f16 per word, as for Q4_0) and quants (32 bytes per block, unchanged).
 pub fn repack_q8_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     split(blocks, 2, 32, "Q8_0")
+}
+
+/// Split GGUF Q4_1 blocks (f16 scale, f16 min, 16 nibble bytes: 20 B) into
+/// scales (d and m in one word per block) and nibbles (as for Q4_0).
+pub fn repack_q4_1(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    split(blocks, 4, 16, "Q4_1")
+}
+
+/// Split GGUF Q5_0 blocks (f16 scale, 4 bytes qh, 16 bytes qs: 22 B) into
+/// scales (two f16 per word, as for Q4_0) and quants (qh then qs, 20 bytes:
+/// five words per block, bytes unchanged). attn_k_b is the only Q5_0 matrix
+/// of a Q4_K_M file and it is small, so five word loads a unit cost less
+/// than padding every block to a vec4 boundary would.
+pub fn repack_q5_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    split(blocks, 2, 20, "Q5_0")
+}
+
+/// Split GGUF Q5_1 blocks (f16 scale, f16 min, qh, qs: 24 B) into scales (d
+/// and m in one word per block) and quants (five words, as for Q5_0; a
+/// Q5_K_M file's attn_k_b).
+pub fn repack_q5_1(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    split(blocks, 4, 20, "Q5_1")
 }
 
 /// Pad each 210-byte Q6_K super-block to 212 bytes so every block starts on

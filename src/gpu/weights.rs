@@ -53,12 +53,19 @@ struct Rows<'a> {
 fn format_of(t: &TensorInfo) -> Result<Format> {
     match t.ggml_type {
         GgmlType::F32 => Ok(Format::F32),
+        GgmlType::F16 => Ok(Format::F16),
+        GgmlType::BF16 => Ok(Format::BF16),
         GgmlType::Q4_0 => Ok(Format::Q4_0),
+        GgmlType::Q4_1 => Ok(Format::Q4_1),
+        GgmlType::Q5_0 => Ok(Format::Q5_0),
+        GgmlType::Q5_1 => Ok(Format::Q5_1),
         GgmlType::Q8_0 => Ok(Format::Q8_0),
+        GgmlType::Q4_K => Ok(Format::Q4K),
         GgmlType::Q5_K => Ok(Format::Q5K),
         GgmlType::Q6_K => Ok(Format::Q6K),
         other => Err(Error::Unsupported(format!(
-            "tensor {} is {}; the GPU engine reads F32, Q4_0, Q8_0, Q5_K and Q6_K matrices",
+            "tensor {} is {}; the GPU engine reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, \
+             Q8_0, Q4_K, Q5_K and Q6_K matrices",
             t.name,
             other.name()
         ))),
@@ -66,18 +73,22 @@ fn format_of(t: &TensorInfo) -> Result<Format> {
 }
 
 /// Raw GGUF blocks → the arrays `format`'s kernel binds (the tests upload
-/// their random matrices through it too).
+/// their random matrices through it too). The legacy blocks (Q4_0, Q4_1,
+/// Q5_0, Q5_1, Q8_0) are split into aligned scale and quant arrays and Q6_K is padded to whole
+/// words (`repack.rs` draws each layout); the float formats and Q4_K / Q5_K
+/// (super-blocks of 144 and 176 bytes, already vec4 / word aligned) are
+/// read as the file has them.
 pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let pair = |(a, b)| vec![a, b];
     Ok(match format {
-        Format::Q4_0 => {
-            let (s, n) = repack::repack_q4_0(raw)?;
-            vec![s, n]
+        Format::Q4_0 => pair(repack::repack_q4_0(raw)?),
+        Format::Q4_1 => pair(repack::repack_q4_1(raw)?),
+        Format::Q5_0 => pair(repack::repack_q5_0(raw)?),
+        Format::Q5_1 => pair(repack::repack_q5_1(raw)?),
+        Format::Q8_0 => pair(repack::repack_q8_0(raw)?),
+        Format::F32 | Format::F16 | Format::BF16 | Format::Q4K | Format::Q5K => {
+            vec![raw.to_vec()]
         }
-        Format::Q8_0 => {
-            let (s, q) = repack::repack_q8_0(raw)?;
-            vec![s, q]
-        }
-        Format::F32 | Format::Q5K => vec![raw.to_vec()],
         Format::Q6K => vec![repack::pad_q6_k(raw)?],
     })
 }

@@ -4,11 +4,13 @@
 //! the reference and the GPU engine are all exercised on these; `tiny` keeps
 //! every structural feature at a size that runs in milliseconds.
 
+mod mix;
 mod presets;
 pub mod vocab;
 
 use std::path::Path;
 
+pub use mix::Mix;
 pub use presets::Preset;
 
 use crate::error::Result;
@@ -33,22 +35,24 @@ pub(crate) struct SynthTensor {
 /// file depends on the seed alone and not on the number of threads.
 const UNIT: usize = 1 << 16;
 
-/// Write `preset` to `path` with weights drawn from `seed`. `progress` is
-/// called with (bytes written, total bytes) after each batch.
+/// Write `preset` in quant mix `mix` to `path` with weights drawn from
+/// `seed`. `progress` is called with (bytes written, total bytes) after
+/// each batch.
 pub fn synth(
     path: &Path,
     preset: Preset,
+    mix: Mix,
     seed: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SynthSummary> {
-    let (metadata, tensors) = preset.build(seed);
+    let (metadata, tensors) = preset.build(mix, seed);
     write(path, &metadata, &tensors, seed, progress)
 }
 
 /// The metadata and tensor table a preset writes, without any weights
 /// (tests use it to check full-size layouts without writing 17 GB).
-pub fn plan(preset: Preset, seed: u64) -> (Vec<(String, Value)>, Vec<TensorSpec>) {
-    let (metadata, tensors) = preset.build(seed);
+pub fn plan(preset: Preset, mix: Mix, seed: u64) -> (Vec<(String, Value)>, Vec<TensorSpec>) {
+    let (metadata, tensors) = preset.build(mix, seed);
     (metadata, tensors.into_iter().map(|t| t.spec).collect())
 }
 

@@ -3,6 +3,7 @@
 //! (no q LoRA, softmax routing, YaRN) and `tiny`, which keeps every
 //! structural feature of GLM-4.7-Flash at sizes a CPU runs in milliseconds.
 
+use super::mix::Mix;
 use super::vocab::synthetic_vocab;
 use super::{Dist, SynthTensor};
 use crate::gguf::{Array, TensorSpec, Value};
@@ -112,10 +113,11 @@ impl Preset {
         }
     }
 
-    /// Metadata and tensor list of the preset; the vocabulary depends on `seed`.
-    pub(crate) fn build(self, seed: u64) -> (Vec<(String, Value)>, Vec<SynthTensor>) {
+    /// Metadata and tensor list of the preset in `mix`; the vocabulary
+    /// depends on `seed`.
+    pub(crate) fn build(self, mix: Mix, seed: u64) -> (Vec<(String, Value)>, Vec<SynthTensor>) {
         let s = self.shape();
-        (metadata(&s, seed), tensors(&s))
+        (metadata(&s, mix, seed), tensors(&s, mix))
     }
 }
 
@@ -161,10 +163,13 @@ const BIAS: Dist = Dist {
     std: 0.05,
 };
 
-fn tensors(s: &Shape) -> Vec<SynthTensor> {
+/// The preset's tensors; the types written below are the Q4_0 layout's,
+/// which `mix` re-types.
+fn tensors(s: &Shape, mix: Mix) -> Vec<SynthTensor> {
     let mut v = Vec::new();
     let mut t = |name: String, dims: &[usize], ty: GgmlType, dist: Dist| {
         let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        let ty = mix.retype(&name, &dims, ty, s.n_layer);
         v.push(SynthTensor {
             spec: TensorSpec::new(name, &dims, ty),
             dist,
@@ -238,7 +243,7 @@ const CHAT_TEMPLATE: &str =
     "[gMASK]<sop>{%- for m in messages -%}<|{{ m.role }}|>{{ m.content }}{%- endfor -%}\
 {%- if add_generation_prompt -%}<|assistant|><think>{%- endif -%}";
 
-fn metadata(s: &Shape, seed: u64) -> Vec<(String, Value)> {
+fn metadata(s: &Shape, mix: Mix, seed: u64) -> Vec<(String, Value)> {
     let mut m: Vec<(String, Value)> = Vec::new();
     let mut kv = |k: &str, v: Value| m.push((k.to_string(), v));
     let u = |x: usize| Value::U32(x as u32);
@@ -247,7 +252,7 @@ fn metadata(s: &Shape, seed: u64) -> Vec<(String, Value)> {
     kv("general.type", Value::Str("model".into()));
     kv("general.name", Value::Str(s.name.into()));
     kv("general.quantization_version", Value::U32(2));
-    kv("general.file_type", Value::U32(2));
+    kv("general.file_type", Value::U32(mix.file_type()));
     kv(&a("block_count"), u(s.n_layer));
     kv(&a("context_length"), u(s.n_ctx));
     kv(&a("embedding_length"), u(s.n_embd));

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use glmw::gguf::{GgufFile, GgufWriter, TensorSpec, Value};
 use glmw::gpu::Format;
 use glmw::quant::{self, GgmlType};
-use glmw::synth::Preset;
+use glmw::synth::{Mix, Preset};
 
 /// A fresh directory under the system temp dir, unique per call: tests of
 /// one binary run on parallel threads, and two calls with the same tag
@@ -26,11 +26,14 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 /// The tiny synthetic model (seed 1), written once per test binary.
 pub fn tiny_model() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let p = temp_dir("tiny").join("tiny.gguf");
-        glmw::synth::synth(&p, Preset::Tiny, 1, &mut |_, _| {}).expect("synth tiny");
-        p
-    })
+    PATH.get_or_init(|| tiny_in(Mix::Q4_0))
+}
+
+/// The tiny synthetic model (seed 1) in quant mix `mix`, written now.
+pub fn tiny_in(mix: Mix) -> PathBuf {
+    let p = temp_dir(&format!("tiny-{}", mix.name())).join("tiny.gguf");
+    glmw::synth::synth(&p, Preset::Tiny, mix, 1, &mut |_, _| {}).expect("synth tiny");
+    p
 }
 
 /// The tiny model with every block dense (blk.0's FFN copied into blocks 1
@@ -163,8 +166,14 @@ pub fn read_u32(buf: &wgpu::Buffer, n: usize) -> Vec<u32> {
 pub fn ggml(fmt: Format) -> GgmlType {
     match fmt {
         Format::F32 => GgmlType::F32,
+        Format::F16 => GgmlType::F16,
+        Format::BF16 => GgmlType::BF16,
         Format::Q4_0 => GgmlType::Q4_0,
+        Format::Q4_1 => GgmlType::Q4_1,
+        Format::Q5_0 => GgmlType::Q5_0,
+        Format::Q5_1 => GgmlType::Q5_1,
         Format::Q8_0 => GgmlType::Q8_0,
+        Format::Q4K => GgmlType::Q4_K,
         Format::Q5K => GgmlType::Q5_K,
         Format::Q6K => GgmlType::Q6_K,
     }
