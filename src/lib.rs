@@ -63,6 +63,7 @@ pub mod shared;
 pub mod synth;
 pub mod tokenizer;
 
+pub use engine::Memory;
 pub use error::{Error, Result};
 pub use gpu::{BackendChoice, GpuOptions};
 pub use sample::SamplerOptions;

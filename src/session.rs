@@ -592,6 +592,12 @@ impl Session {
     pub fn dispatches_per_token(&self) -> usize {
         self.engine.dispatches_per_token()
     }
+
+    /// GPU memory: the runtime's weights, this session's KV cache, and all
+    /// that glmw holds on the device.
+    pub fn memory(&self) -> crate::engine::Memory {
+        self.engine.memory()
+    }
 }
 
 /// The `k` largest logits as candidates, best first (ties to the lower id).

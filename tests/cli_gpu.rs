@@ -42,6 +42,8 @@ fn generate_streams_and_reports() {
         "dispatches/token",
         "kernels",
         "seed 1",
+        "memory: GPU ",
+        "KV cache",
     ] {
         assert!(err.contains(needle), "stats line lacks {needle:?}: {err}");
     }
@@ -71,6 +73,10 @@ fn generate_streams_and_reports() {
             "dispatches_per_token",
             "adapter",
             "kernels",
+            "memory",
+            "gpu_weights_bytes",
+            "gpu_kv_cache_bytes",
+            "gpu_total_bytes",
         ],
     );
     let g1 = ok(&[

@@ -215,3 +215,30 @@ fn the_context_full_error_speaks_to_library_users() {
     let e = Error::ContextFull { n_ctx: 8 }.to_string();
     assert!(!e.contains("--"), "{e}");
 }
+
+#[test]
+fn memory_counts_weights_cache_and_every_session() {
+    let rt = runtime(128);
+    let a = rt.session(greedy()).unwrap();
+    let m = a.memory();
+    // The uploaded weights are the file's tensors, repacked and padded.
+    let file = std::fs::metadata(common::tiny_model()).unwrap().len();
+    assert!(
+        m.weights > file / 2 && m.weights < 2 * file,
+        "{m:?} for a {file}-byte file"
+    );
+    assert!(m.kv_cache > 0, "{m:?}");
+    assert!(m.device_total >= m.weights + m.kv_cache, "{m:?}");
+    // A second session adds its own cache and scratch, not the weights again.
+    let b = rt.session(greedy()).unwrap();
+    let mb = b.memory();
+    assert_eq!((mb.weights, mb.kv_cache), (m.weights, m.kv_cache));
+    assert!(
+        mb.device_total >= m.device_total + m.kv_cache,
+        "{mb:?} after {m:?}"
+    );
+    assert!(
+        mb.device_total < m.device_total + m.weights,
+        "{mb:?} after {m:?}"
+    );
+}

@@ -188,6 +188,7 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
             ("adapter", Json::str(adapter)),
             ("kernels", Json::str(rt.kernels())),
             ("seed", Json::num(sampling.seed as f64)),
+            ("memory", super::memory::json(s.memory())),
         ]);
         println!("{}", doc.render());
     } else {
@@ -199,6 +200,7 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
             rt.kernels(),
             sampling.seed
         );
+        eprintln!("{}", super::memory::text(s.memory()));
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ mod bench;
 mod chat;
 mod generate;
 mod json;
+mod memory;
 mod perplexity;
 mod progress;
 mod sampling;

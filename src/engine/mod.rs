@@ -58,6 +58,20 @@ pub struct Resident {
     weights: Arc<ResidentWeights>,
     /// Largest buffer binding the plans may use.
     limit: u64,
+    /// Bytes of GPU memory the uploaded weights take.
+    weight_bytes: u64,
+}
+
+/// GPU memory an engine holds, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory {
+    /// The uploaded weights (shared by every session of a runtime).
+    pub weights: u64,
+    /// This session's KV cache.
+    pub kv_cache: u64,
+    /// Everything glmw has allocated on the device: weights, every
+    /// session's KV cache, scratch and readback buffers.
+    pub device_total: u64,
 }
 
 impl Resident {
@@ -81,6 +95,7 @@ impl Resident {
             limit = limit.min(m);
         }
         plan::check(model, opts.n_ctx, limit)?;
+        let before = gpu.bytes_allocated();
         let weights = gpu.scoped("uploading the weights", || {
             let w = ResidentWeights::upload(gpu, model, limit, progress)?;
             gpu.wait()?;
@@ -90,6 +105,8 @@ impl Resident {
             pipes: Arc::new(pipes),
             weights: Arc::new(weights),
             limit,
+            // Nothing else allocates on this device while a runtime uploads.
+            weight_bytes: gpu.bytes_allocated().saturating_sub(before),
         })
     }
 }
@@ -123,7 +140,7 @@ pub struct Engine<'a> {
     resident: Resident,
     /// This session's latent KV cache, one buffer per layer (bound by
     /// both plans).
-    _caches: Vec<wgpu::Buffer>,
+    caches: Vec<wgpu::Buffer>,
     plan: Plan,
     prefill: Prefill,
     /// The prefill's all-rows output head, built on first use.
@@ -201,7 +218,7 @@ impl<'a> Engine<'a> {
             model,
             gpu,
             resident: resident.clone(),
-            _caches: caches,
+            caches,
             plan,
             prefill,
             head: None,
@@ -275,6 +292,15 @@ impl<'a> Engine<'a> {
     /// Dispatches recorded per token.
     pub fn dispatches_per_token(&self) -> usize {
         self.plan.dispatches.len()
+    }
+
+    /// The GPU memory behind this engine (`Memory`).
+    pub fn memory(&self) -> Memory {
+        Memory {
+            weights: self.resident.weight_bytes,
+            kv_cache: self.caches.iter().map(|b| b.size()).sum(),
+            device_total: self.gpu.bytes_allocated(),
+        }
     }
 
     pub fn variant(&self) -> crate::gpu::Variant {

@@ -28,14 +28,16 @@ impl Gpu {
     ) -> Result<wgpu::Buffer> {
         self.check_size(label, size)?;
         self.count_object();
-        self.scoped(&format!("creating buffer {label}"), || {
+        let buf = self.scoped(&format!("creating buffer {label}"), || {
             Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 size,
                 usage,
                 mapped_at_creation,
             }))
-        })
+        })?;
+        self.count_bytes(size);
+        Ok(buf)
     }
 
     /// A storage buffer holding `data` (weights are uploaded read-only and
@@ -58,12 +60,14 @@ impl Gpu {
     pub fn uniform<T: bytemuck::Pod>(&self, label: &str, params: &T) -> wgpu::Buffer {
         self.count_object();
         let bytes = bytemuck::bytes_of(params);
+        let size = (bytes.len() as u64).max(16).next_multiple_of(4);
         let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: (bytes.len() as u64).max(16).next_multiple_of(4),
+            size,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        self.count_bytes(size);
         self.queue.write_buffer(&buf, 0, bytes);
         buf
     }

@@ -83,6 +83,9 @@ pub struct Gpu {
     /// Buffers, bind groups and pipelines created so far (the decode test
     /// checks that a token creates none).
     objects: AtomicU64,
+    /// Bytes of every buffer created through glmw on this device (never
+    /// decreased: glmw frees buffers only with the engine that owns them).
+    bytes: AtomicU64,
     /// The first device error no error scope caught (wgpu's default
     /// handler would panic); `wait` reports it.
     uncaptured: Arc<Mutex<Option<String>>>,
@@ -199,6 +202,7 @@ impl Gpu {
             caps,
             coop_matrix,
             objects: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
             uncaptured,
         })
     }
@@ -210,6 +214,16 @@ impl Gpu {
     /// GPU objects (buffers, bind groups, pipelines) created through glmw.
     pub fn objects_created(&self) -> u64 {
         self.objects.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_bytes(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Bytes of GPU memory glmw has allocated on this device: weights, KV
+    /// caches, every session's scratch and readback buffers.
+    pub fn bytes_allocated(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Block until the GPU has finished all submitted work; an error the
