@@ -558,6 +558,7 @@ fn chat_reads_turns_from_stdin() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(err.contains("[conversation reset]"), "{err}");
+    assert!(err.contains("memory: GPU "), "{err}");
     assert!(err.contains("/reset   start a new conversation"), "{err}");
     assert!(err.contains("unknown command /nope"), "{err}");
     assert!(err.contains("not UTF-8"), "{err}");

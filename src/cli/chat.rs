@@ -180,6 +180,7 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
     let mut session = rt.session(a.sampling.options())?;
     session.set_stop_strings(&a.sampling.stop);
     let mut chat = Chat::new(session, a.system.clone(), !a.no_think)?;
+    eprintln!("{}", super::memory::text(chat.session().memory()));
     catch_ctrl_c();
     let mut input = Input::new();
     if let Input::Editor(_) = input {
