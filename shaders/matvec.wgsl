@@ -110,6 +110,25 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
+// Dots of two dequantized units with x[4·o .. 4·o + 32], each x vec4 read
+// once (through xv) for both. Written out with constant indices only, so
+// nothing lands in local memory.
+fn dot2(a: Unit, b: Unit, o: u32) -> vec2<f32> {
+    let v0 = xv(o);
+    let v1 = xv(o + 1u);
+    let v2 = xv(o + 2u);
+    let v3 = xv(o + 3u);
+    let v4 = xv(o + 4u);
+    let v5 = xv(o + 5u);
+    let v6 = xv(o + 6u);
+    let v7 = xv(o + 7u);
+    return vec2<f32>(
+        dot(a[0], v0) + dot(a[1], v1) + dot(a[2], v2) + dot(a[3], v3)
+            + dot(a[4], v4) + dot(a[5], v5) + dot(a[6], v6) + dot(a[7], v7),
+        dot(b[0], v0) + dot(b[1], v1) + dot(b[2], v2) + dot(b[3], v3)
+            + dot(b[4], v4) + dot(b[5], v5) + dot(b[6], v6) + dot(b[7], v7));
+}
+
 // Partial dots of rows r and r + 1 of matrix m (MODE 0 and 2) with x from
 // vec4 `xo` over the units t, t+TPR, …: each x vec4 is read once for both
 // rows. Without `second` (r is the last row) row r is read twice instead,
@@ -119,51 +138,19 @@ fn rows_part(m: u32, r: u32, xo: u32, t: u32, second: bool) -> vec2<f32> {
     let b1 = select(b0, b0 + p.units, second);
     var acc = vec2<f32>(0.0);
     for (var u = t; u < p.units; u += TPR) {
-        let w0 = unit_load(b0 + u);
-        let w1 = unit_load(b1 + u);
-        let o = xo + u * 8u;
-        let v0 = xv(o);
-        let v1 = xv(o + 1u);
-        let v2 = xv(o + 2u);
-        let v3 = xv(o + 3u);
-        let v4 = xv(o + 4u);
-        let v5 = xv(o + 5u);
-        let v6 = xv(o + 6u);
-        let v7 = xv(o + 7u);
-        acc += vec2<f32>(
-            dot(w0[0], v0) + dot(w0[1], v1) + dot(w0[2], v2) + dot(w0[3], v3)
-                + dot(w0[4], v4) + dot(w0[5], v5) + dot(w0[6], v6) + dot(w0[7], v7),
-            dot(w1[0], v0) + dot(w1[1], v1) + dot(w1[2], v2) + dot(w1[3], v3)
-                + dot(w1[4], v4) + dot(w1[5], v5) + dot(w1[6], v6) + dot(w1[7], v7));
+        acc += dot2(unit_load(b0 + u), unit_load(b1 + u), xo + u * 8u);
     }
     return acc;
 }
 
 // Partial dots of gate row r and up row r + rows of matrix m (MODE 1) over
-// the units t, t+TPR, …: both units are dequantized into registers and
-// each x vec4 is read once for the two rows. Written out with constant
-// indices only, so nothing lands in local memory.
+// the units t, t+TPR, …: each x vec4 is read once for the two rows.
 fn gate_up_part(m: u32, r: u32, t: u32) -> vec2<f32> {
     let bg = m * p.mat_units + r * p.units;
     let bu = bg + p.rows * p.units;
     var acc = vec2<f32>(0.0);
     for (var u = t; u < p.units; u += TPR) {
-        let g = unit_load(bg + u);
-        let w = unit_load(bu + u);
-        let o = u * 8u;
-        let v0 = xv(o);
-        let v1 = xv(o + 1u);
-        let v2 = xv(o + 2u);
-        let v3 = xv(o + 3u);
-        let v4 = xv(o + 4u);
-        let v5 = xv(o + 5u);
-        let v6 = xv(o + 6u);
-        let v7 = xv(o + 7u);
-        acc += vec2<f32>(
-            dot(g[0], v0) + dot(g[1], v1) + dot(g[2], v2) + dot(g[3], v3)
-                + dot(g[4], v4) + dot(g[5], v5) + dot(g[6], v6) + dot(g[7], v7),
-            dot(w[0], v0) + dot(w[1], v1) + dot(w[2], v2) + dot(w[3], v3)
-                + dot(w[4], v4) + dot(w[5], v5) + dot(w[6], v6) + dot(w[7], v7));
+        acc += dot2(unit_load(bg + u), unit_load(bu + u), u * 8u);
     }
     return acc;
 }
