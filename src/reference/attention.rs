@@ -87,38 +87,55 @@ pub(super) fn mla(r: &mut Reference, il: usize, h: &[f32], q: &[f32]) -> Result<
             }
             r.record("q_nope_absorbed", Some(il), &q_abs_all);
         }
-        MlaForm::Naive => {
-            for hd in 0..n_head {
-                let q_nope = &q[hd * n_qk..hd * n_qk + n_nope];
-                let qpe = &q_pe[hd * n_rope..(hd + 1) * n_rope];
-                let kb = ops::dequant_slice(f, &lw.k_b, hd)?; // [n_kv][n_nope]
-                let mut s = Vec::with_capacity(n_pos);
-                let mut vs = Vec::with_capacity(n_pos);
-                for t in 0..n_pos {
-                    let kr = &cache[t * row..(t + 1) * row];
-                    let lat = &kr[..n_kv];
-                    // k_nope[d] = Σ_j K_b[j][d] · c[j]
-                    let mut k_nope = vec![0f64; n_nope];
-                    for (j, &cj) in lat.iter().enumerate() {
-                        for (d, acc) in k_nope.iter_mut().enumerate() {
-                            *acc += kb[j * n_nope + d] as f64 * cj as f64;
-                        }
-                    }
-                    let k_nope: Vec<f32> = k_nope.into_iter().map(|v| v as f32).collect();
-                    s.push((ops::dot(q_nope, &k_nope) + ops::dot(qpe, &kr[n_kv..])) * scale);
-                    vs.push(ops::matvec(f, &lw.v_b, hd, lat)?);
-                }
-                ops::softmax(&mut s);
-                for (d, out) in v_heads[hd * n_v..(hd + 1) * n_v].iter_mut().enumerate() {
-                    *out = s
-                        .iter()
-                        .zip(&vs)
-                        .map(|(&p, v)| p as f64 * v[d] as f64)
-                        .sum::<f64>() as f32;
-                }
-            }
-        }
+        MlaForm::Naive => naive(r, il, q, &q_pe, &mut v_heads)?,
     }
     r.record("kqv_out", Some(il), &v_heads);
     ops::matvec(f, &lw.attn_output, 0, &v_heads)
+}
+
+/// HF's form of the same attention: every cached latent decompressed into
+/// each head's k_nope and v, then ordinary attention; heads' outputs into
+/// `v_heads`.
+fn naive(r: &Reference, il: usize, q: &[f32], q_pe: &[f32], v_heads: &mut [f32]) -> Result<()> {
+    let (c, f) = (&r.model.config, &r.model.file);
+    let lw = &r.model.weights.layers[il];
+    let (n_head, n_nope, n_rope, n_kv, n_v) = (
+        c.n_head,
+        c.n_embd_head_qk_nope,
+        c.n_embd_head_qk_rope,
+        c.n_lora_kv,
+        c.n_embd_head_v,
+    );
+    let (n_qk, row, n_pos, scale) = (n_nope + n_rope, c.kv_row(), r.pos + 1, c.kq_scale());
+    let cache = &r.kv[il];
+    for hd in 0..n_head {
+        let q_nope = &q[hd * n_qk..hd * n_qk + n_nope];
+        let qpe = &q_pe[hd * n_rope..(hd + 1) * n_rope];
+        let kb = ops::dequant_slice(f, &lw.k_b, hd)?; // [n_kv][n_nope]
+        let mut s = Vec::with_capacity(n_pos);
+        let mut vs = Vec::with_capacity(n_pos);
+        for t in 0..n_pos {
+            let kr = &cache[t * row..(t + 1) * row];
+            let lat = &kr[..n_kv];
+            // k_nope[d] = Σ_j K_b[j][d] · c[j]
+            let mut k_nope = vec![0f64; n_nope];
+            for (j, &cj) in lat.iter().enumerate() {
+                for (d, acc) in k_nope.iter_mut().enumerate() {
+                    *acc += kb[j * n_nope + d] as f64 * cj as f64;
+                }
+            }
+            let k_nope: Vec<f32> = k_nope.into_iter().map(|v| v as f32).collect();
+            s.push((ops::dot(q_nope, &k_nope) + ops::dot(qpe, &kr[n_kv..])) * scale);
+            vs.push(ops::matvec(f, &lw.v_b, hd, lat)?);
+        }
+        ops::softmax(&mut s);
+        for (d, out) in v_heads[hd * n_v..(hd + 1) * n_v].iter_mut().enumerate() {
+            *out = s
+                .iter()
+                .zip(&vs)
+                .map(|(&p, v)| p as f64 * v[d] as f64)
+                .sum::<f64>() as f32;
+        }
+    }
+    Ok(())
 }
