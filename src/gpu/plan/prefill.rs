@@ -18,6 +18,8 @@
 //! row is what that lowering is for); `head` lowers the head over every
 //! row of a chunk, for perplexity.
 
+mod buffers;
+
 use super::lower::{Lowered, Lowers, Traced};
 use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
@@ -32,6 +34,7 @@ use crate::gpu::resident::{
 use crate::gpu::weights::Matrix;
 use crate::model::recipe::{self, Name, Name::*, Recipe};
 use crate::model::{Config, Model};
+use buffers::{Acts, Uniforms};
 
 /// How one dimension of a dispatch's grid follows the chunk's token count.
 #[derive(Clone, Copy)]
@@ -325,121 +328,6 @@ impl Builder<'_> {
             self.add(d, [rows, tiles, Dim::Fixed(v.heads.0)]);
         }
         Ok(())
-    }
-}
-
-/// The chunk's activations, `ubatch` rows each, and the step records.
-struct Acts {
-    tokens: wgpu::Buffer,
-    x: wgpu::Buffer,
-    xn: wgpu::Buffer,
-    qa: wgpu::Buffer,
-    qan: wgpu::Buffer,
-    q: wgpu::Buffer,
-    ckv: wgpu::Buffer,
-    q_abs: wgpu::Buffer,
-    o: wgpu::Buffer,
-    ml: wgpu::Buffer,
-    v_heads: wgpu::Buffer,
-    h2: wgpu::Buffer,
-    /// The output norm's rows (`Prefill::head`), and until the head runs
-    /// the router's normed copy of x, which the prefill's experts do not
-    /// read (they read ffn_norm's rows).
-    result_norm: wgpu::Buffer,
-    moe_logits: wgpu::Buffer,
-    sel: wgpu::Buffer,
-    sel_w: wgpu::Buffer,
-    act: wgpu::Buffer,
-    act_r: wgpu::Buffer,
-    part: wgpu::Buffer,
-    steps: wgpu::Buffer,
-    zero_bias: wgpu::Buffer,
-}
-
-impl Acts {
-    fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize) -> Result<Acts> {
-        let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
-        let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
-        let n_qk = c.n_embd_head_qk();
-        Ok(Acts {
-            tokens: s("pf.tokens", &[u])?,
-            x: s("pf.x", &[u, c.n_embd])?,
-            xn: s("pf.attn_norm", &[u, c.n_embd])?,
-            qa: s("pf.q_a", &[u, c.n_lora_q.max(1)])?,
-            qan: s("pf.q_a_norm", &[u, c.n_lora_q.max(1)])?,
-            q: s("pf.q", &[u, c.n_head, n_qk])?,
-            ckv: s("pf.kv_a", &[u, c.kv_row()])?,
-            q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
-            o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
-            ml: s("pf.ml", &[u, c.n_head, 2])?,
-            v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
-            h2: s("pf.ffn_norm", &[u, c.n_embd])?,
-            result_norm: s("pf.result_norm", &[u, c.n_embd])?,
-            moe_logits: s("pf.moe_logits", &[u, n_expert.max(1)])?,
-            sel: s("pf.sel", &[u, n_used])?,
-            sel_w: s("pf.sel_w", &[u, n_used])?,
-            act: s("pf.act", &[u, c.n_ff.max(n_ff_sh).max(1)])?,
-            act_r: s("pf.act_exps", &[u, n_used, n_ff_exp.max(1)])?,
-            part: s("pf.down_exps", &[u, n_used, c.n_embd])?,
-            steps: s("pf.steps", &[u, std::mem::size_of::<ops::Step>() / 4])?,
-            zero_bias: s("pf.zero_bias", &[n_expert.max(4)])?,
-        })
-    }
-}
-
-/// The kernels' params, the same for every layer.
-struct Uniforms {
-    norm_embd: wgpu::Buffer,
-    norm_q: wgpu::Buffer,
-    kv: wgpu::Buffer,
-    attn: wgpu::Buffer,
-    router: wgpu::Buffer,
-    sum: wgpu::Buffer,
-    group: wgpu::Buffer,
-}
-
-impl Uniforms {
-    /// For chunks of `u` tokens, `n_used` expert assignments each
-    /// (`n_assign` in all).
-    fn new(
-        gpu: &Gpu,
-        c: &Config,
-        u: usize,
-        n_used: usize,
-        n_assign: u32,
-        max_tiles: u32,
-    ) -> Uniforms {
-        let norm = |n: usize| {
-            gpu.uniform(
-                "pf.rms_norm",
-                &ops::RmsNormParams {
-                    n: n as u32,
-                    eps: c.rms_eps,
-                    n_rows: u as u32,
-                    _pad: 0,
-                },
-            )
-        };
-        let group = ops::MoeGroupParams {
-            n_assign,
-            n_expert: c.n_expert as u32,
-            tile: MATMUL_TILE,
-            max_tiles,
-        };
-        let sum = ops::MoeSumParams {
-            n: c.n_embd as u32,
-            n_used: n_used as u32,
-            _pad: [0; 2],
-        };
-        Uniforms {
-            norm_embd: norm(c.n_embd),
-            norm_q: norm(c.n_lora_q.max(1)),
-            kv: gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c)),
-            attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
-            router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
-            sum: gpu.uniform("pf.moe_sum", &sum),
-            group: gpu.uniform("pf.moe_group", &group),
-        }
     }
 }
 

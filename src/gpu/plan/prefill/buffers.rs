@@ -1,0 +1,122 @@
+//! The prefill plan's buffers: the chunk's activations, `ubatch` rows
+//! each, and the kernels' params, the same for every layer.
+
+use crate::error::Result;
+use crate::gpu::context::Gpu;
+use crate::gpu::ops::{self, MATMUL_TILE};
+use crate::model::Config;
+
+/// The chunk's activations, `ubatch` rows each, and the step records.
+pub(super) struct Acts {
+    pub(super) tokens: wgpu::Buffer,
+    pub(super) x: wgpu::Buffer,
+    pub(super) xn: wgpu::Buffer,
+    pub(super) qa: wgpu::Buffer,
+    pub(super) qan: wgpu::Buffer,
+    pub(super) q: wgpu::Buffer,
+    pub(super) ckv: wgpu::Buffer,
+    pub(super) q_abs: wgpu::Buffer,
+    pub(super) o: wgpu::Buffer,
+    pub(super) ml: wgpu::Buffer,
+    pub(super) v_heads: wgpu::Buffer,
+    pub(super) h2: wgpu::Buffer,
+    /// The output norm's rows (`Prefill::head`), and until the head runs
+    /// the router's normed copy of x, which the prefill's experts do not
+    /// read (they read ffn_norm's rows).
+    pub(super) result_norm: wgpu::Buffer,
+    pub(super) moe_logits: wgpu::Buffer,
+    pub(super) sel: wgpu::Buffer,
+    pub(super) sel_w: wgpu::Buffer,
+    pub(super) act: wgpu::Buffer,
+    pub(super) act_r: wgpu::Buffer,
+    pub(super) part: wgpu::Buffer,
+    pub(super) steps: wgpu::Buffer,
+    pub(super) zero_bias: wgpu::Buffer,
+}
+
+impl Acts {
+    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize) -> Result<Acts> {
+        let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
+        let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
+        let n_qk = c.n_embd_head_qk();
+        Ok(Acts {
+            tokens: s("pf.tokens", &[u])?,
+            x: s("pf.x", &[u, c.n_embd])?,
+            xn: s("pf.attn_norm", &[u, c.n_embd])?,
+            qa: s("pf.q_a", &[u, c.n_lora_q.max(1)])?,
+            qan: s("pf.q_a_norm", &[u, c.n_lora_q.max(1)])?,
+            q: s("pf.q", &[u, c.n_head, n_qk])?,
+            ckv: s("pf.kv_a", &[u, c.kv_row()])?,
+            q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
+            o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
+            ml: s("pf.ml", &[u, c.n_head, 2])?,
+            v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
+            h2: s("pf.ffn_norm", &[u, c.n_embd])?,
+            result_norm: s("pf.result_norm", &[u, c.n_embd])?,
+            moe_logits: s("pf.moe_logits", &[u, n_expert.max(1)])?,
+            sel: s("pf.sel", &[u, n_used])?,
+            sel_w: s("pf.sel_w", &[u, n_used])?,
+            act: s("pf.act", &[u, c.n_ff.max(n_ff_sh).max(1)])?,
+            act_r: s("pf.act_exps", &[u, n_used, n_ff_exp.max(1)])?,
+            part: s("pf.down_exps", &[u, n_used, c.n_embd])?,
+            steps: s("pf.steps", &[u, std::mem::size_of::<ops::Step>() / 4])?,
+            zero_bias: s("pf.zero_bias", &[n_expert.max(4)])?,
+        })
+    }
+}
+
+/// The kernels' params, the same for every layer.
+pub(super) struct Uniforms {
+    pub(super) norm_embd: wgpu::Buffer,
+    pub(super) norm_q: wgpu::Buffer,
+    pub(super) kv: wgpu::Buffer,
+    pub(super) attn: wgpu::Buffer,
+    pub(super) router: wgpu::Buffer,
+    pub(super) sum: wgpu::Buffer,
+    pub(super) group: wgpu::Buffer,
+}
+
+impl Uniforms {
+    /// For chunks of `u` tokens, `n_used` expert assignments each
+    /// (`n_assign` in all).
+    pub(super) fn new(
+        gpu: &Gpu,
+        c: &Config,
+        u: usize,
+        n_used: usize,
+        n_assign: u32,
+        max_tiles: u32,
+    ) -> Uniforms {
+        let norm = |n: usize| {
+            gpu.uniform(
+                "pf.rms_norm",
+                &ops::RmsNormParams {
+                    n: n as u32,
+                    eps: c.rms_eps,
+                    n_rows: u as u32,
+                    _pad: 0,
+                },
+            )
+        };
+        let group = ops::MoeGroupParams {
+            n_assign,
+            n_expert: c.n_expert as u32,
+            tile: MATMUL_TILE,
+            max_tiles,
+        };
+        let sum = ops::MoeSumParams {
+            n: c.n_embd as u32,
+            n_used: n_used as u32,
+            _pad: [0; 2],
+        };
+        Uniforms {
+            norm_embd: norm(c.n_embd),
+            norm_q: norm(c.n_lora_q.max(1)),
+            kv: gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c)),
+            attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
+            router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
+            sum: gpu.uniform("pf.moe_sum", &sum),
+            group: gpu.uniform("pf.moe_group", &group),
+        }
+    }
+}
