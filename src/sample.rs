@@ -115,6 +115,12 @@ impl Sampler {
             && (o.repeat_penalty != 1.0 || o.presence_penalty != 0.0 || o.frequency_penalty != 0.0)
     }
 
+    /// Whether every pick is the first candidate (greedy, no penalties), so
+    /// the engine may queue the next step on its own top candidate.
+    pub fn picks_first(&self) -> bool {
+        !self.penalising() && (self.opts.temperature == 0.0 || self.opts.top_k == 1)
+    }
+
     /// Candidates the engine must return for these settings.
     pub fn candidates(&self) -> usize {
         if self.penalising() || (self.opts.temperature > 0.0 && self.opts.top_k == 0) {

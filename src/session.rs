@@ -444,7 +444,12 @@ impl Session {
             return Ok(None);
         }
         self.sampler.accept(id);
-        match self.engine.step(id) {
+        let stepped = if self.sampler.picks_first() {
+            self.engine.step_ahead(id)
+        } else {
+            self.engine.step(id)
+        };
+        match stepped {
             Ok(c) => {
                 self.cands = c;
                 self.history.push(id);

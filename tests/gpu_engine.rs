@@ -187,10 +187,14 @@ fn decoding_creates_no_gpu_objects_and_stops_at_full_context() {
     e.step(1).unwrap();
     let before = gpu.objects_created();
     for t in 0..7 {
-        e.step(t).unwrap();
+        if t % 2 == 0 {
+            e.step(t).unwrap();
+        } else {
+            e.step_ahead(t).unwrap();
+        }
     }
     assert_eq!(gpu.objects_created(), before, "a token created GPU objects");
-    let err = e.step(1).unwrap_err();
+    let err = e.step_ahead(1).unwrap_err();
     assert!(
         matches!(err, glmw::Error::ContextFull { n_ctx: 8 }),
         "{err}"
@@ -200,6 +204,46 @@ fn decoding_creates_no_gpu_objects_and_stops_at_full_context() {
         "{}",
         e.dispatches_per_token()
     );
+}
+
+/// Greedy steps queued one ahead on the GPU's own pick (`step_ahead`) give
+/// the candidates of plain steps bit for bit, also when the next token is
+/// not the queued pick (the queued step is dropped), after a truncate, and
+/// up to the end of the context.
+#[test]
+fn steps_queued_ahead_match_plain_steps() {
+    let n_vocab = common::tiny().config.n_vocab as u32;
+    for v in VARIANTS {
+        let n_ctx = 24;
+        let mut a = engine(v, n_ctx, None);
+        let mut b = engine(v, n_ctx, None);
+        for e in [&mut a, &mut b] {
+            e.set_candidates(4).unwrap();
+        }
+        let prompt = [1, 17, 300, 42];
+        let first = a.prefill(&prompt).unwrap();
+        assert_eq!(first, b.prefill(&prompt).unwrap());
+        let mut next = first[0].0;
+        let mut i = 0;
+        while a.pos() < n_ctx {
+            if i == 9 {
+                a.truncate(7);
+                b.truncate(7);
+            }
+            // Every fifth token is not the pick the GPU queued.
+            let t = if i % 5 == 4 {
+                (next + 1) % n_vocab
+            } else {
+                next
+            };
+            let got = a.step_ahead(t).unwrap();
+            assert_eq!(got, b.step(t).unwrap(), "{v:?}: step {i} (token {t})");
+            next = got[0].0;
+            i += 1;
+        }
+        let err = a.step_ahead(next).unwrap_err();
+        assert!(matches!(err, glmw::Error::ContextFull { .. }), "{err}");
+    }
 }
 
 #[test]

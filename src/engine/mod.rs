@@ -2,6 +2,7 @@
 //! the pre-recorded plan (`gpu::plan`). `step` runs one token and returns the
 //! top candidates for the next; nothing is allocated on the GPU per token.
 
+mod decode;
 mod profile;
 
 pub use profile::TokenProfile;
@@ -148,14 +149,19 @@ pub struct Engine<'a> {
     n_ctx: usize,
     pos: usize,
     k: usize,
-    readback: wgpu::Buffer,
+    /// Candidate readbacks: a step's, and the step queued behind it.
+    readback: [wgpu::Buffer; decode::SLOTS],
+    /// The readback slot of the next submission.
+    slot: usize,
     logits_readback: wgpu::Buffer,
     bytes: Vec<u8>,
     timer: Option<crate::gpu::profile::Timer>,
     /// The next token's command buffer, recorded while the GPU runs the
     /// current one (it does not depend on the token: the embedding and the
     /// step uniform are written just before submitting).
-    prepared: Option<wgpu::CommandBuffer>,
+    prepared: Option<decode::Prepared>,
+    /// The greedy step queued on the GPU's own pick (`step_ahead`).
+    ahead: Option<decode::Ahead>,
 }
 
 impl<'a> Engine<'a> {
@@ -209,7 +215,9 @@ impl<'a> Engine<'a> {
         let plan = plan::build(&gpu, pipes, &model, weights, &caches)?;
         let ubatch = opts.ubatch.min(opts.n_ctx);
         let prefill = prefill::build(&gpu, pipes, &model, weights, &caches, ubatch)?;
-        let readback = gpu.readback("candidates", 8 * MAX_CANDIDATES as u64)?;
+        let readback = [0, 1].map(|_| gpu.readback("candidates", 8 * MAX_CANDIDATES as u64));
+        let [a, b] = readback;
+        let readback = [a?, b?];
         let logits_readback = gpu.readback("logits", 4 * c.n_vocab as u64)?;
         gpu.queue.submit([]);
         gpu.wait()?;
@@ -226,10 +234,12 @@ impl<'a> Engine<'a> {
             pos: 0,
             k: 0,
             readback,
+            slot: 0,
             logits_readback,
             bytes: vec![0; 8 * MAX_CANDIDATES],
             timer,
             prepared: None,
+            ahead: None,
         };
         e.set_candidates(opts.candidates)?;
         Ok(e)
@@ -307,26 +317,19 @@ impl<'a> Engine<'a> {
         self.resident.pipes.variant
     }
 
-    /// Run `token` at the current position; returns the next token's
-    /// candidates.
-    pub fn step(&mut self, token: u32) -> Result<Candidates> {
-        self.run(token, false)?;
-        self.read_candidates()
-    }
-
     /// Run `tokens` (a prompt, or a chat turn's new text) from the current
     /// position in chunks of up to `ubatch`; returns the candidates for the
     /// token after the last one. The same cache results as `step` on each
     /// token, many times faster for long prompts.
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<Candidates> {
-        self.run_prefill(tokens, false)?;
-        self.read_candidates()
+        let q = self.run_prefill(tokens, false)?;
+        Ok(self.read_candidates(&q)?.0)
     }
 
     /// `prefill`, returning the last token's logits (tests, `glmw logits`).
     pub fn prefill_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.run_prefill(tokens, true)?;
-        self.read_logits()
+        let q = self.run_prefill(tokens, true)?;
+        self.read_logits(Some(q.index))
     }
 
     /// Prefill `tokens` and return the logits of every one of them (row i
@@ -373,49 +376,6 @@ impl<'a> Engine<'a> {
         self.prefill.ubatch
     }
 
-    fn read_candidates(&mut self) -> Result<Candidates> {
-        let k = self.k;
-        let mut bytes = std::mem::take(&mut self.bytes);
-        self.gpu.map_read(&self.readback, &mut bytes[..8 * k])?;
-        let (v, i) = bytes[..8 * k].split_at(4 * k);
-        let out = v
-            .chunks_exact(4)
-            .zip(i.chunks_exact(4))
-            .map(|(v, i)| {
-                let v = f32::from_le_bytes(v.try_into().unwrap());
-                (u32::from_le_bytes(i.try_into().unwrap()), v)
-            })
-            .filter(|&(id, _)| (id as usize) < self.model.config.n_vocab)
-            .collect::<Candidates>();
-        self.bytes = bytes;
-        // NaN logits lose every comparison in the top-k, so none or
-        // fewer than k valid candidates come back.
-        if out.len() < k.min(self.model.config.n_vocab) {
-            return Err(Error::Model(format!(
-                "the GPU returned {} of {k} candidates: the logits are not finite, so the \
-                 model's weights or hyperparameters are corrupt",
-                out.len()
-            )));
-        }
-        let values: Vec<f32> = out.iter().map(|c| c.1).collect();
-        check_finite(&values)?;
-        Ok(out)
-    }
-
-    /// Run `token` and return all logits (for tests and `glmw logits`).
-    pub fn logits(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.run(token, true)?;
-        self.read_logits()
-    }
-
-    fn read_logits(&mut self) -> Result<Vec<f32>> {
-        let mut out = vec![0f32; self.model.config.n_vocab];
-        self.gpu
-            .map_read(&self.logits_readback, bytemuck::cast_slice_mut(&mut out))?;
-        check_finite(&out)?;
-        Ok(out)
-    }
-
     /// Check `tokens` against the vocabulary and the room left in the
     /// cache.
     fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
@@ -428,17 +388,6 @@ impl<'a> Engine<'a> {
         if self.pos + tokens.len() > self.n_ctx {
             return Err(Error::ContextFull { n_ctx: self.n_ctx });
         }
-        Ok(())
-    }
-
-    /// Check `token` and the position, then upload the token id (the plan
-    /// gathers its embedding) and the step record for the token at `pos`.
-    fn prepare(&mut self, token: u32) -> Result<()> {
-        self.check_tokens(&[token])?;
-        self.gpu
-            .queue
-            .write_buffer(&self.plan.io.token, 0, bytemuck::bytes_of(&token));
-        self.write_step(self.pos);
         Ok(())
     }
 
@@ -455,21 +404,17 @@ impl<'a> Engine<'a> {
         ops::Step::new(pos, &cs)
     }
 
-    /// Upload the decode step record for a token at `pos`.
-    fn write_step(&self, pos: usize) {
-        let step = self.step_at(pos);
-        self.gpu
-            .queue
-            .write_buffer(&self.plan.io.step, 0, bytemuck::bytes_of(&step));
-    }
-
     /// Submit `tokens` chunk by chunk through the prefill plan; the last
     /// chunk also runs the output head and copies its results out.
-    fn run_prefill(&mut self, tokens: &[u32], want_logits: bool) -> Result<()> {
+    fn run_prefill(&mut self, tokens: &[u32], want_logits: bool) -> Result<decode::Queued> {
         self.check_prefill(tokens)?;
         // The next token's command buffer was recorded for the depth before
         // this prefill (its attention kernel depends on it).
         self.prepared = None;
+        self.ahead = None;
+        let slot = self.slot;
+        self.slot = (slot + 1) % decode::SLOTS;
+        let mut last = None;
         let n_embd = self.model.config.n_embd as u64;
         let chunks: Vec<&[u32]> = tokens.chunks(self.prefill.ubatch).collect();
         for (i, chunk) in chunks.iter().enumerate() {
@@ -490,12 +435,14 @@ impl<'a> Engine<'a> {
                         d.record(&mut pass);
                     }
                 }
-                self.copy_results(&mut enc, want_logits);
+                self.copy_results(&mut enc, slot, want_logits);
             }
-            self.gpu.queue.submit([enc.finish()]);
+            last = Some(self.gpu.queue.submit([enc.finish()]));
             self.pos += chunk.len();
         }
-        Ok(())
+        let index =
+            last.ok_or_else(|| Error::InvalidArgument("prefill needs at least one token".into()))?;
+        Ok(decode::Queued { slot, index })
     }
 
     /// A prefill's tokens: at least one, in the vocabulary, and room for
@@ -522,49 +469,6 @@ impl<'a> Engine<'a> {
             .queue
             .write_buffer(&pf.steps, 0, bytemuck::cast_slice(&steps));
         pf.write_chunk(&self.gpu, chunk.len() as u32);
-        Ok(())
-    }
-
-    /// Copy the candidates (and optionally the logits) to the readback
-    /// buffers.
-    fn copy_results(&self, enc: &mut wgpu::CommandEncoder, want_logits: bool) {
-        let io = &self.plan.io;
-        let k = 4 * self.k as u64;
-        enc.copy_buffer_to_buffer(&io.cand_v, 0, &self.readback, 0, k);
-        enc.copy_buffer_to_buffer(&io.cand_i, 0, &self.readback, k, k);
-        if want_logits {
-            let n = 4 * self.model.config.n_vocab as u64;
-            enc.copy_buffer_to_buffer(&io.logits, 0, &self.logits_readback, 0, n);
-        }
-    }
-
-    /// The whole plan, the candidate copies and optionally the logits copy
-    /// as one command buffer.
-    fn record(&self, want_logits: bool) -> wgpu::CommandBuffer {
-        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            for d in self.plan.at(self.pos + 1) {
-                d.record(&mut pass);
-            }
-        }
-        self.copy_results(&mut enc, want_logits);
-        enc.finish()
-    }
-
-    fn run(&mut self, token: u32, want_logits: bool) -> Result<()> {
-        self.prepare(token)?;
-        let cmd = match self.prepared.take() {
-            Some(c) if !want_logits => c,
-            _ => self.record(want_logits),
-        };
-        self.gpu.queue.submit([cmd]);
-        self.pos += 1;
-        // Decoding goes on token by token: record the next one now, while
-        // the GPU is busy, instead of after the readback.
-        if !want_logits {
-            self.prepared = Some(self.record(false));
-        }
         Ok(())
     }
 }

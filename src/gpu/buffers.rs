@@ -109,11 +109,22 @@ impl Gpu {
     /// Map a MAP_READ buffer (after the copies into it were submitted), copy
     /// its first `out.len()` bytes out, and unmap it for reuse.
     pub fn map_read(&self, staging: &wgpu::Buffer, out: &mut [u8]) -> Result<()> {
+        self.map_read_after(staging, out, None)
+    }
+
+    /// `map_read`, waiting only for submission `after` (the last one that
+    /// writes `staging`), not for work submitted behind it.
+    pub fn map_read_after(
+        &self,
+        staging: &wgpu::Buffer,
+        out: &mut [u8],
+        after: Option<wgpu::SubmissionIndex>,
+    ) -> Result<()> {
         let (tx, rx) = std::sync::mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
         });
-        self.wait()?;
+        self.wait_for(after)?;
         rx.recv()
             .map_err(|_| Error::Gpu("readback callback never ran".into()))?
             .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;

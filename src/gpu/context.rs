@@ -230,8 +230,17 @@ impl Gpu {
     /// device reported outside any scope since the last wait is returned
     /// here.
     pub fn wait(&self) -> Result<()> {
+        self.wait_for(None)
+    }
+
+    /// `wait` for submission `index` only (`None`: the latest).
+    pub fn wait_for(&self, index: Option<wgpu::SubmissionIndex>) -> Result<()> {
+        let poll = wgpu::PollType::Wait {
+            submission_index: index,
+            timeout: None,
+        };
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
+            .poll(poll)
             .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
         let taken = self.uncaptured.lock().ok().and_then(|mut s| s.take());
         match taken {
