@@ -566,3 +566,25 @@ fn chat_reads_turns_from_stdin() {
     assert!(err.contains("context full"), "{err}");
     assert!(text(&o.stdout).lines().count() >= 3);
 }
+
+/// A DeepSeek-V2-Lite-shaped file (`synth --preset tiny-v2-lite`) written
+/// and run by the CLI on the GPU, greedy (the steps queued ahead) and
+/// sampled.
+#[test]
+fn a_v2_lite_shaped_file_generates_on_the_gpu() {
+    let dir = common::temp_dir("cli-v2-lite");
+    let path = dir.join("v2.gguf");
+    let m = path.to_str().unwrap();
+    ok(&["synth", "--preset", "tiny-v2-lite", "-o", m]);
+    for temp in ["0", "0.8"] {
+        let o = glmw(&[
+            "generate", "-m", m, "-p", "Hello", "-n", "12", "--temp", temp,
+        ]);
+        assert!(o.status.success(), "--temp {temp}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("generated "),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+}

@@ -9,6 +9,7 @@ use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::Variant;
 use glmw::model::Model;
 use glmw::reference::{ops::rel_l2, MlaForm, Reference};
+use glmw::synth::{Mix, Preset};
 
 /// Logits vs the f32 reference. The GPU keeps the KV cache in f16 (as
 /// llama.cpp does), which dominates the difference; f32 accumulation
@@ -415,6 +416,34 @@ fn every_prefill_traced_intermediate_matches_reference_by_name() {
 fn direct_q_model_matches_reference() {
     let m: &'static Model = Box::leak(Box::new(Model::open(common::direct_q()).unwrap()));
     assert_eq!(m.config.n_lora_q, 0);
+    prefill_and_step_match_reference(m);
+}
+
+/// DeepSeek-V2-Lite's structure at tiny size (`glmw synth --preset
+/// tiny-v2-lite`): q without LoRA, softmax gating without renormalisation,
+/// two shared experts, YaRN.
+#[test]
+fn tiny_v2_lite_model_matches_reference() {
+    let p = common::temp_dir("tiny-v2-lite").join("m.gguf");
+    glmw::synth::synth(&p, Preset::TinyV2Lite, Mix::Q4_0, 1, &mut |_, _| {}).unwrap();
+    let m: &'static Model = Box::leak(Box::new(Model::open(&p).unwrap()));
+    let c = &m.config;
+    assert_eq!((c.n_lora_q, c.n_expert_used), (0, 3));
+    assert!(!c.expert_weights_norm && c.yarn.is_some());
+    prefill_and_step_match_reference(m);
+}
+
+/// A dense MLA model (every block dense, as Youtu-LLM): no router at all.
+#[test]
+fn all_dense_model_matches_reference() {
+    let m: &'static Model = Box::leak(Box::new(Model::open(common::all_dense(|_| {})).unwrap()));
+    assert_eq!(m.config.n_layer_dense_lead, m.config.n_layer);
+    prefill_and_step_match_reference(m);
+}
+
+/// A prompt through the prefill, then one decode step, in both variants:
+/// the logits of both against the reference.
+fn prefill_and_step_match_reference(m: &'static Model) {
     let tokens = [5u32, 60, 61, 400, 7, 99];
     let mut r = Reference::new(m, 64, MlaForm::Absorbed);
     let want = r.forward_all(&tokens).unwrap();

@@ -28,7 +28,7 @@ pub struct BenchArgs {
     #[arg(long, short)]
     pub model: Option<PathBuf>,
     /// Without --model: synthesize this model into a temp file first.
-    #[arg(long, value_parser = ["tiny", "glm-4.7-flash", "deepseek-v2-lite"])]
+    #[arg(long, value_parser = ["tiny", "glm-4.7-flash", "deepseek-v2-lite", "tiny-v2-lite"])]
     pub preset: Option<String>,
     /// KV cache length [default: the deepest -d plus the longest test
     /// (model); the first -d plus the first -n, at least 4096 (block); the

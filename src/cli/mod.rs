@@ -159,7 +159,7 @@ enum Command {
     /// mix, seeded random weights.
     Synth {
         /// Which model to imitate.
-        #[arg(long, value_parser = ["tiny", "glm-4.7-flash", "deepseek-v2-lite"])]
+        #[arg(long, value_parser = ["tiny", "glm-4.7-flash", "deepseek-v2-lite", "tiny-v2-lite"])]
         preset: String,
         /// Output GGUF path.
         #[arg(long, short)]

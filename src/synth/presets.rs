@@ -1,7 +1,8 @@
 //! The synthetic model presets: hyperparameters, metadata and quant mix of
 //! GLM-4.7-Flash (Unsloth Q4_0 layout, `model-spec.md` §3), DeepSeek-V2-Lite
-//! (no q LoRA, softmax routing, YaRN) and `tiny`, which keeps every
-//! structural feature of GLM-4.7-Flash at sizes a CPU runs in milliseconds.
+//! (no q LoRA, softmax routing, YaRN), and `tiny` and `tiny-v2-lite`, which
+//! keep every structural feature of those two at sizes a CPU runs in
+//! milliseconds.
 
 use super::mix::Mix;
 use super::vocab::synthetic_vocab;
@@ -14,16 +15,23 @@ pub enum Preset {
     Tiny,
     Glm47Flash,
     DeepseekV2Lite,
+    TinyV2Lite,
 }
 
 impl Preset {
-    pub const ALL: [Preset; 3] = [Preset::Tiny, Preset::Glm47Flash, Preset::DeepseekV2Lite];
+    pub const ALL: [Preset; 4] = [
+        Preset::Tiny,
+        Preset::Glm47Flash,
+        Preset::DeepseekV2Lite,
+        Preset::TinyV2Lite,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Preset::Tiny => "tiny",
             Preset::Glm47Flash => "glm-4.7-flash",
             Preset::DeepseekV2Lite => "deepseek-v2-lite",
+            Preset::TinyV2Lite => "tiny-v2-lite",
         }
     }
 
@@ -64,24 +72,8 @@ impl Preset {
             },
             Preset::Tiny => Shape {
                 name: "glmw tiny (synthetic GLM-4.7-Flash structure)",
-                n_layer: 3,
-                n_embd: 256,
-                n_head: 4,
-                n_lora_q: 64,
-                n_lora_kv: 64,
-                n_nope: 32,
-                n_rope: 16,
-                n_v: 32,
-                n_ff: 512,
-                n_ff_exp: 256,
-                n_expert: 8,
-                n_expert_used: 4,
-                n_expert_shared: 1,
-                n_vocab: 512,
-                first_special: 476,
-                n_ctx: 1024,
                 gating_key: Some(2),
-                ..Preset::Glm47Flash.shape()
+                ..Preset::Glm47Flash.shape().tiny_sizes()
             },
             Preset::DeepseekV2Lite => Shape {
                 name: "DeepSeek-V2-Lite (glmw synthetic)",
@@ -109,6 +101,17 @@ impl Preset {
                 eps: 1e-6,
                 yarn: Some((40.0, 4096, 0.0707)),
                 pre: "glm4",
+            },
+            // DeepSeek-V2-Lite's structure (no q LoRA, softmax gating
+            // without renormalisation, two shared experts, YaRN) at the
+            // tiny preset's sizes.
+            Preset::TinyV2Lite => Shape {
+                name: "glmw tiny-v2-lite (synthetic DeepSeek-V2-Lite structure)",
+                n_lora_q: 0,
+                n_expert_used: 3,
+                n_expert_shared: 2,
+                yarn: Some((40.0, 256, 0.0707)),
+                ..Preset::DeepseekV2Lite.shape().tiny_sizes()
             },
         }
     }
@@ -148,6 +151,29 @@ struct Shape {
     /// (factor, original context, yarn_log_multiplier)
     yarn: Option<(f32, u32, f32)>,
     pre: &'static str,
+}
+
+impl Shape {
+    /// This structure at the sizes of the tiny presets.
+    fn tiny_sizes(self) -> Shape {
+        Shape {
+            n_layer: 3,
+            n_embd: 256,
+            n_head: 4,
+            n_lora_q: self.n_lora_q.min(64),
+            n_lora_kv: 64,
+            n_nope: 32,
+            n_rope: 16,
+            n_v: 32,
+            n_ff: 512,
+            n_ff_exp: 256,
+            n_expert: 8,
+            n_vocab: 512,
+            first_special: 476,
+            n_ctx: 1024,
+            ..self
+        }
+    }
 }
 
 const WEIGHT: Dist = Dist {
