@@ -326,6 +326,13 @@ pub const KERNELS: &[KernelDef] = &[
         structs: &[("Params", "bench::ReadParams")],
     },
     KernelDef {
+        kernel: "Pick",
+        name: "pick",
+        parts: &["pick.wgsl"],
+        overrides: &[],
+        structs: &[("Params", "engine::PickParams")],
+    },
+    KernelDef {
         kernel: "TopK",
         name: "topk",
         parts: &["topk.wgsl"],

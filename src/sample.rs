@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::Candidates;
+use crate::engine::{Candidates, Pick, PickParams};
 use crate::error::{Error, Result};
 use crate::gpu::plan::MAX_CANDIDATES;
 
@@ -58,6 +58,8 @@ pub struct Sampler {
     opts: SamplerOptions,
     state: u64,
     recent: VecDeque<u32>,
+    /// The next uniform, drawn early by `pick_ahead`.
+    drawn: Option<f64>,
 }
 
 fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
@@ -106,6 +108,7 @@ impl Sampler {
             opts,
             state: opts.seed ^ 0x9E37_79B9_7F4A_7C15,
             recent: VecDeque::new(),
+            drawn: None,
         })
     }
 
@@ -115,10 +118,35 @@ impl Sampler {
             && (o.repeat_penalty != 1.0 || o.presence_penalty != 0.0 || o.frequency_penalty != 0.0)
     }
 
-    /// Whether every pick is the first candidate (greedy, no penalties), so
-    /// the engine may queue the next step on its own top candidate.
-    pub fn picks_first(&self) -> bool {
-        !self.penalising() && (self.opts.temperature == 0.0 || self.opts.top_k == 1)
+    /// How the GPU can pick the next token as `sample` will, so that the
+    /// engine queues its step before this one is read back: the first
+    /// candidate when greedy, else sampled with the uniform `sample` will
+    /// draw next (drawn now and kept for it). None with penalties (they
+    /// depend on the tokens).
+    pub fn pick_ahead(&mut self) -> Option<Pick> {
+        let o = self.opts;
+        // What the engine returns for these settings (`candidates`).
+        let n_cands = self.candidates();
+        if self.penalising() {
+            return None;
+        }
+        if o.temperature == 0.0 || o.top_k == 1 || n_cands <= 1 {
+            return Some(Pick::First);
+        }
+        let u = self.uniform();
+        self.drawn = Some(u);
+        let k = match o.top_k {
+            0 => n_cands,
+            k => k.min(n_cands),
+        };
+        Some(Pick::Sample(PickParams {
+            k: k as u32,
+            inv_t: 1.0 / o.temperature,
+            top_p: o.top_p,
+            min_p: o.min_p,
+            u: u as f32,
+            _pad: [0; 3],
+        }))
     }
 
     /// Candidates the engine must return for these settings.
@@ -180,6 +208,7 @@ impl Sampler {
 
     /// Pick one token from `cands` (best first).
     pub fn sample(&mut self, cands: &Candidates) -> Result<u32> {
+        let drawn = self.drawn.take();
         if cands.is_empty() {
             return Err(Error::Gpu("the GPU returned no candidates".into()));
         }
@@ -222,7 +251,7 @@ impl Sampler {
             }
         }
         let mass: f64 = p[..keep].iter().sum();
-        let mut u = self.uniform() * mass;
+        let mut u = drawn.unwrap_or_else(|| self.uniform()) * mass;
         for (i, &v) in p[..keep].iter().enumerate() {
             if u < v {
                 return Ok(cands[i].0);

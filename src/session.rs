@@ -444,10 +444,9 @@ impl Session {
             return Ok(None);
         }
         self.sampler.accept(id);
-        let stepped = if self.sampler.picks_first() {
-            self.engine.step_ahead(id)
-        } else {
-            self.engine.step(id)
+        let stepped = match self.sampler.pick_ahead() {
+            Some(pick) => self.engine.step_ahead(id, pick),
+            None => self.engine.step(id),
         };
         match stepped {
             Ok(c) => {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use glmw::engine::{Engine, EngineOptions};
+use glmw::engine::{Engine, EngineOptions, Pick};
 use glmw::gpu::Variant;
 use glmw::model::Model;
 use glmw::reference::{ops::rel_l2, MlaForm, Reference};
@@ -191,11 +191,11 @@ fn decoding_creates_no_gpu_objects_and_stops_at_full_context() {
         if t % 2 == 0 {
             e.step(t).unwrap();
         } else {
-            e.step_ahead(t).unwrap();
+            e.step_ahead(t, Pick::First).unwrap();
         }
     }
     assert_eq!(gpu.objects_created(), before, "a token created GPU objects");
-    let err = e.step_ahead(1).unwrap_err();
+    let err = e.step_ahead(1, Pick::First).unwrap_err();
     assert!(
         matches!(err, glmw::Error::ContextFull { n_ctx: 8 }),
         "{err}"
@@ -237,13 +237,58 @@ fn steps_queued_ahead_match_plain_steps() {
             } else {
                 next
             };
-            let got = a.step_ahead(t).unwrap();
+            let got = a.step_ahead(t, Pick::First).unwrap();
             assert_eq!(got, b.step(t).unwrap(), "{v:?}: step {i} (token {t})");
             next = got[0].0;
             i += 1;
         }
-        let err = a.step_ahead(next).unwrap_err();
+        let err = a.step_ahead(next, Pick::First).unwrap_err();
         assert!(matches!(err, glmw::Error::ContextFull { .. }), "{err}");
+        // Only the tokens that were not the pick are redone.
+        let (used, redone) = a.steps_queued_ahead();
+        assert!(
+            used >= 10 && (1..=i / 5).contains(&redone),
+            "{v:?}: {used} used, {redone} redone"
+        );
+    }
+}
+
+/// Sampled decoding queued ahead (the GPU samples the next token with the
+/// uniform the host's sampler will draw: pick.wgsl) gives the tokens of
+/// plain steps with the same seed, and most steps come from the queue.
+#[test]
+fn sampled_steps_queued_ahead_match_plain_steps() {
+    use glmw::sample::{Sampler, SamplerOptions};
+    for v in VARIANTS {
+        let opts = SamplerOptions {
+            temperature: 1.5,
+            top_k: 20,
+            top_p: 0.9,
+            min_p: 0.01,
+            seed: 7,
+            ..Default::default()
+        };
+        let (mut sa, mut sb) = (Sampler::new(opts).unwrap(), Sampler::new(opts).unwrap());
+        let mut a = engine(v, 64, None);
+        let mut b = engine(v, 64, None);
+        for e in [&mut a, &mut b] {
+            e.set_candidates(sa.candidates()).unwrap();
+        }
+        let prompt = [1, 17, 300, 42];
+        let (mut ca, mut cb) = (a.prefill(&prompt).unwrap(), b.prefill(&prompt).unwrap());
+        for i in 0..40 {
+            let (ta, tb) = (sa.sample(&ca).unwrap(), sb.sample(&cb).unwrap());
+            assert_eq!(ta, tb, "{v:?}: token {i}");
+            let pick = sa.pick_ahead().unwrap();
+            ca = a.step_ahead(ta, pick).unwrap();
+            cb = b.step(tb).unwrap();
+            assert_eq!(ca, cb, "{v:?}: candidates after token {i}");
+        }
+        let (used, redone) = a.steps_queued_ahead();
+        assert!(
+            used >= 30,
+            "{v:?}: only {used} of 40 steps came from the queue ({redone} redone)"
+        );
     }
 }
 

@@ -1,7 +1,13 @@
 //! The sampler over GPU candidates: reproducible per seed, top-k = 1 is
 //! greedy, temperature draws follow the softmax, penalties and min-p, and
-//! clear errors for invalid settings. Pure CPU: candidates are synthetic.
+//! clear errors for invalid settings; candidates are synthetic. Last, the
+//! GPU's pick (pick.wgsl) against the sampler it mirrors.
 
+mod common;
+
+use glmw::engine::{Pick, PickParams};
+use glmw::gpu::ops::{self, Dispatch, PickBindings};
+use glmw::gpu::Kernel;
 use glmw::sample::{Sampler, SamplerOptions};
 
 fn opts(temperature: f32, top_k: usize) -> SamplerOptions {
@@ -198,4 +204,62 @@ fn extreme_penalties_stay_finite() {
         .collect();
     assert!(drawn.iter().all(|&t| t == 4 || t == 7), "{drawn:?}");
     assert!(drawn.contains(&4) && drawn.contains(&7), "{drawn:?}");
+}
+
+/// pick.wgsl against `Sampler::sample` with the uniform it drew ahead
+/// (`pick_ahead`), on random sorted candidates and settings, in both
+/// variants. The kernel works in f32 where the sampler works in f64, so a
+/// draw within ~1e-6 of a boundary between two candidates may go either
+/// way: at most 1 of 300 may differ.
+#[test]
+fn gpu_pick_matches_the_sampler() {
+    let gpu = common::gpu();
+    for pipes in common::pipelines() {
+        let mut differ = 0;
+        for trial in 0..300u64 {
+            let n = 2 + (trial % 63) as usize;
+            let mut v = common::randn(n, 2.0, 100 + trial);
+            v.sort_by(|a, b| b.total_cmp(a));
+            let ids: Vec<u32> = (0..n as u32).map(|i| i * 7 + 3).collect();
+            let o = SamplerOptions {
+                temperature: [0.3, 0.8, 1.0, 2.0][trial as usize % 4],
+                top_k: [0, 5, 40, n][trial as usize % 4].min(64),
+                top_p: [1.0, 0.95, 0.5, 0.9][(trial as usize / 4) % 4],
+                min_p: [0.0, 0.05, 0.2][trial as usize % 3],
+                seed: trial,
+                ..Default::default()
+            };
+            let mut s = Sampler::new(o).unwrap();
+            let Some(Pick::Sample(p)) = s.pick_ahead() else {
+                panic!("trial {trial}: no sampled pick for {o:?}");
+            };
+            let c: Vec<(u32, f32)> = ids.iter().cloned().zip(v.iter().cloned()).collect();
+            let want = s.sample(&c[..p.k.min(n as u32) as usize].to_vec()).unwrap();
+            let p = PickParams {
+                k: p.k.min(n as u32),
+                ..p
+            };
+            let pb = gpu.uniform("pick", &p);
+            let vb = gpu.storage("cand_v", bytemuck::cast_slice(&v)).unwrap();
+            let ib = gpu.storage("cand_i", bytemuck::cast_slice(&ids)).unwrap();
+            let tb = gpu.storage("token", bytemuck::bytes_of(&u32::MAX)).unwrap();
+            let b = PickBindings {
+                p: &pb,
+                cand_v: &vb,
+                cand_i: &ib,
+                token: &tb,
+            };
+            let d = Dispatch::new(gpu, pipes, Kernel::Pick, &b, [1, 1, 1]).unwrap();
+            ops::run(gpu, &[d]).unwrap();
+            let got = common::read_u32(&tb, 1)[0];
+            if got != want {
+                differ += 1;
+            }
+        }
+        assert!(
+            differ <= 1,
+            "{:?}: {differ} of 300 picks differ",
+            pipes.variant
+        );
+    }
 }

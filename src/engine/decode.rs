@@ -1,15 +1,65 @@
 //! Decode submission: a token's command buffer (recorded ahead, while the
-//! GPU works), its readback slot, and greedy decoding queued one token
-//! ahead. `step_ahead` submits token N+1 on the GPU's own top candidate of
-//! token N before the host has read token N back, so between greedy tokens
-//! the GPU does not wait for the readback, the sampling, the uploads or the
-//! submit (issue 14 item 5: ~0.55 ms per token on an H100).
+//! GPU works), its readback slot, and decoding queued one token ahead.
+//! `step_ahead` submits token N+1 on the GPU's own pick from token N's
+//! candidates (the first one, or sampled as the host samples: pick.wgsl)
+//! before the host has read token N back, so between tokens the GPU does
+//! not wait for the readback, the sampling, the uploads or the submit
+//! (issue 14 item 5: ~0.4-0.55 ms per token on an H100). The host still
+//! picks every token itself; a queued step fed another token is redone.
 
 use super::{Candidates, Engine};
 use crate::error::{check_finite, Error, Result};
+use crate::gpu::plan::MAX_CANDIDATES;
 
 /// Readback slots: a step in flight and the one queued behind it.
 pub(super) const SLOTS: usize = 2;
+
+/// Bytes of a readback slot: the candidates' values and ids, then the
+/// token the step was fed.
+pub(super) const SLOT_BYTES: u64 = 8 * MAX_CANDIDATES as u64 + 4;
+const FED_AT: u64 = 8 * MAX_CANDIDATES as u64;
+
+/// How the GPU picks the token of the step it queues ahead.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pick {
+    /// The first candidate (greedy decoding).
+    First,
+    /// Sampled from the candidates as `Sampler::sample` samples.
+    Sample(PickParams),
+}
+
+/// pick.wgsl's params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct PickParams {
+    /// Candidates considered.
+    pub k: u32,
+    /// 1 / temperature.
+    pub inv_t: f32,
+    pub top_p: f32,
+    pub min_p: f32,
+    /// The uniform draw in [0, 1) the host's sampler will use for this token.
+    pub u: f32,
+    pub _pad: [u32; 3],
+}
+
+/// Where a step's token comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Feed {
+    Host(u32),
+    Gpu(Pick),
+}
+
+impl Feed {
+    /// What the recorded command buffer depends on (not the token itself).
+    fn kind(self) -> u8 {
+        match self {
+            Feed::Host(_) => 0,
+            Feed::Gpu(Pick::First) => 1,
+            Feed::Gpu(Pick::Sample(_)) => 2,
+        }
+    }
+}
 
 /// A decode step submitted and not read back yet.
 pub(super) struct Queued {
@@ -18,19 +68,17 @@ pub(super) struct Queued {
     pub(super) index: wgpu::SubmissionIndex,
 }
 
-/// A step queued on the GPU's own top candidate of the step before it.
+/// A step queued on the GPU's own pick from the step before it.
 pub(super) struct Ahead {
     pos: usize,
     queued: Queued,
-    /// The candidate the GPU fed it, once the step before is read back.
-    token: Option<u32>,
 }
 
 /// A command buffer recorded before it is needed.
 pub(super) struct Prepared {
     pos: usize,
     slot: usize,
-    chained: bool,
+    feed: u8,
     cmd: wgpu::CommandBuffer,
 }
 
@@ -39,82 +87,99 @@ impl Engine<'_> {
     /// candidates.
     pub fn step(&mut self, token: u32) -> Result<Candidates> {
         self.ahead = None;
-        let q = self.submit_step(Some(token), false)?;
+        let q = self.submit_step(Feed::Host(token), false)?;
         self.pos += 1;
-        self.prepare_next(self.pos, false);
+        self.prepare_next(self.pos, Feed::Host(0));
         Ok(self.read_candidates(&q)?.0)
     }
 
-    /// `step` for greedy decoding: also queues the next step on the first
-    /// of the returned candidates, which the GPU feeds itself. When the
-    /// next call's token is that candidate, its step is already running;
-    /// otherwise the queued step is dropped (it wrote only the cache row
-    /// that the next token overwrites).
-    pub fn step_ahead(&mut self, token: u32) -> Result<Candidates> {
-        let q = match self.ahead.take() {
-            Some(a) if a.pos == self.pos && a.token == Some(token) => a.queued,
-            _ => self.submit_step(Some(token), false)?,
+    /// `step`, also queueing the next step on the token the GPU picks from
+    /// the returned candidates by `next`. When the next call's token is
+    /// the one the GPU fed, its step is already done or running;
+    /// otherwise it is run again (the queued steps wrote only cache rows
+    /// that the redone ones overwrite).
+    pub fn step_ahead(&mut self, token: u32, next: Pick) -> Result<Candidates> {
+        let (q, queued) = match self.ahead.take() {
+            Some(a) if a.pos == self.pos => (a.queued, true),
+            _ => (self.submit_step(Feed::Host(token), false)?, false),
         };
         self.pos += 1;
         if self.pos < self.n_ctx {
-            let queued = self.submit_step(None, false)?;
+            let queued = self.submit_step(Feed::Gpu(next), false)?;
             self.ahead = Some(Ahead {
                 pos: self.pos,
                 queued,
-                token: None,
             });
-            self.prepare_next(self.pos + 1, true);
+            self.prepare_next(self.pos + 1, Feed::Gpu(next));
         }
-        let (cands, first) = self.read_candidates(&q)?;
-        if let Some(a) = &mut self.ahead {
-            a.token = Some(first);
+        let (cands, fed) = match self.read_candidates(&q) {
+            Ok(r) => r,
+            Err(e) => {
+                self.ahead = None;
+                return Err(e);
+            }
+        };
+        if queued && fed != token {
+            self.pos -= 1;
+            self.ahead = None;
+            self.ahead_redone += 1;
+            return self.step_ahead(token, next);
         }
+        self.ahead_used += queued as usize;
         Ok(cands)
+    }
+
+    /// (steps taken from the queue, steps redone because the GPU had fed
+    /// another token) since the engine opened.
+    pub fn steps_queued_ahead(&self) -> (usize, usize) {
+        (self.ahead_used, self.ahead_redone)
     }
 
     /// Run `token` and return all logits (for tests and `glmw logits`).
     pub fn logits(&mut self, token: u32) -> Result<Vec<f32>> {
         self.ahead = None;
-        let q = self.submit_step(Some(token), true)?;
+        let q = self.submit_step(Feed::Host(token), true)?;
         self.pos += 1;
         self.read_logits(Some(q.index))
     }
 
     /// Submit the step at the current position (which the caller
-    /// advances): of `token`, or of the first candidate of the step
-    /// submitted before it (`None`).
-    fn submit_step(&mut self, token: Option<u32>, want_logits: bool) -> Result<Queued> {
-        match token {
-            Some(t) => self.prepare(t)?,
-            None => {
+    /// advances), fed by the host or by the GPU's pick from the step
+    /// submitted before it.
+    fn submit_step(&mut self, feed: Feed, want_logits: bool) -> Result<Queued> {
+        match feed {
+            Feed::Host(t) => self.prepare(t)?,
+            Feed::Gpu(pick) => {
                 if self.pos >= self.n_ctx {
                     return Err(Error::ContextFull { n_ctx: self.n_ctx });
+                }
+                if let Pick::Sample(p) = pick {
+                    self.gpu
+                        .queue
+                        .write_buffer(&self.pick_params, 0, bytemuck::bytes_of(&p));
                 }
                 self.write_step(self.pos);
             }
         }
         let slot = self.slot;
         self.slot = (slot + 1) % SLOTS;
-        let chained = token.is_none();
+        let key = (self.pos, slot, feed.kind());
         let cmd = match self.prepared.take() {
-            Some(p) if !want_logits && (p.pos, p.slot, p.chained) == (self.pos, slot, chained) => {
-                p.cmd
-            }
-            _ => self.record(self.pos, slot, chained, want_logits),
+            Some(p) if !want_logits && (p.pos, p.slot, p.feed) == key => p.cmd,
+            _ => self.record(self.pos, slot, feed, want_logits),
         };
         let index = self.gpu.queue.submit([cmd]);
         Ok(Queued { slot, index })
     }
 
-    /// Record the command buffer of the next submission (at `pos`, fed by
-    /// the host or `chained`) while the GPU is busy, instead of after the
-    /// readback.
-    fn prepare_next(&mut self, pos: usize, chained: bool) {
-        let cmd = self.record(pos, self.slot, chained, false);
+    /// Record the command buffer of the next submission (at `pos`, fed as
+    /// `feed`) while the GPU is busy, instead of after the readback.
+    fn prepare_next(&mut self, pos: usize, feed: Feed) {
+        let cmd = self.record(pos, self.slot, feed, false);
         self.prepared = Some(Prepared {
             pos,
             slot: self.slot,
-            chained,
+            feed: feed.kind(),
             cmd,
         });
     }
@@ -140,22 +205,25 @@ impl Engine<'_> {
 
     /// The whole plan for the token at `pos`, the candidate copies into
     /// readback `slot` and optionally the logits copy as one command
-    /// buffer. A `chained` step first copies the previous step's first
-    /// candidate into the token id the plan gathers.
+    /// buffer. A step the GPU feeds first puts its pick from the previous
+    /// step's candidates into the token id the plan gathers.
     fn record(
         &self,
         pos: usize,
         slot: usize,
-        chained: bool,
+        feed: Feed,
         want_logits: bool,
     ) -> wgpu::CommandBuffer {
         let io = &self.plan.io;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        if chained {
+        if feed == Feed::Gpu(Pick::First) {
             enc.copy_buffer_to_buffer(&io.cand_i, 0, &io.token, 0, 4);
         }
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
+            if let Feed::Gpu(Pick::Sample(_)) = feed {
+                self.pick.record(&mut pass);
+            }
             for d in self.plan.at(pos + 1) {
                 d.record(&mut pass);
             }
@@ -176,6 +244,7 @@ impl Engine<'_> {
         let k = 4 * self.k as u64;
         enc.copy_buffer_to_buffer(&io.cand_v, 0, &self.readback[slot], 0, k);
         enc.copy_buffer_to_buffer(&io.cand_i, 0, &self.readback[slot], k, k);
+        enc.copy_buffer_to_buffer(&io.token, 0, &self.readback[slot], FED_AT, 4);
         if want_logits {
             let n = 4 * self.model.config.n_vocab as u64;
             enc.copy_buffer_to_buffer(&io.logits, 0, &self.logits_readback, 0, n);
@@ -183,13 +252,13 @@ impl Engine<'_> {
     }
 
     /// The candidates of a submitted step (waiting for it and nothing
-    /// after it), and the id of its first candidate as the GPU holds it.
+    /// after it), and the token it was fed.
     pub(super) fn read_candidates(&mut self, q: &Queued) -> Result<(Candidates, u32)> {
         let k = self.k;
         let mut bytes = std::mem::take(&mut self.bytes);
         let read = self.gpu.map_read_after(
             &self.readback[q.slot],
-            &mut bytes[..8 * k],
+            &mut bytes[..SLOT_BYTES as usize],
             Some(q.index.clone()),
         );
         if let Err(e) = read {
@@ -198,7 +267,7 @@ impl Engine<'_> {
         }
         let (v, i) = bytes[..8 * k].split_at(4 * k);
         let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
-        let first = word(&i[..4]);
+        let fed = word(&bytes[FED_AT as usize..SLOT_BYTES as usize]);
         let out = v
             .chunks_exact(4)
             .zip(i.chunks_exact(4))
@@ -217,7 +286,7 @@ impl Engine<'_> {
         }
         let values: Vec<f32> = out.iter().map(|c| c.1).collect();
         check_finite(&values)?;
-        Ok((out, first))
+        Ok((out, fed))
     }
 
     pub(super) fn read_logits(&mut self, after: Option<wgpu::SubmissionIndex>) -> Result<Vec<f32>> {

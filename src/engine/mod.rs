@@ -5,9 +5,13 @@
 mod decode;
 mod profile;
 
+pub use decode::{Pick, PickParams};
+
 pub use profile::TokenProfile;
 
 use crate::error::{check_finite, Error, Result};
+use crate::gpu::kernels::Kernel;
+use crate::gpu::ops::PickBindings;
 use crate::gpu::plan::prefill::{self, Prefill};
 use crate::gpu::plan::{self, Plan, MAX_CANDIDATES};
 use crate::gpu::resident::ResidentWeights;
@@ -160,8 +164,14 @@ pub struct Engine<'a> {
     /// current one (it does not depend on the token: the embedding and the
     /// step uniform are written just before submitting).
     prepared: Option<decode::Prepared>,
-    /// The greedy step queued on the GPU's own pick (`step_ahead`).
+    /// The step queued on the GPU's own pick (`step_ahead`).
     ahead: Option<decode::Ahead>,
+    /// pick.wgsl over the plan's candidates into its token id, and its
+    /// params (written before each sampled step queued ahead).
+    pick: ops::Dispatch,
+    pick_params: wgpu::Buffer,
+    ahead_used: usize,
+    ahead_redone: usize,
 }
 
 impl<'a> Engine<'a> {
@@ -215,12 +225,21 @@ impl<'a> Engine<'a> {
         let plan = plan::build(&gpu, pipes, &model, weights, &caches)?;
         let ubatch = opts.ubatch.min(opts.n_ctx);
         let prefill = prefill::build(&gpu, pipes, &model, weights, &caches, ubatch)?;
-        let readback = [0, 1].map(|_| gpu.readback("candidates", 8 * MAX_CANDIDATES as u64));
+        let readback = [0, 1].map(|_| gpu.readback("candidates", decode::SLOT_BYTES));
         let [a, b] = readback;
         let readback = [a?, b?];
         let logits_readback = gpu.readback("logits", 4 * c.n_vocab as u64)?;
         gpu.queue.submit([]);
         gpu.wait()?;
+        let pick_params = gpu.uniform("pick", &PickParams::default());
+        let io = &plan.io;
+        let pick_bindings = PickBindings {
+            p: &pick_params,
+            cand_v: &io.cand_v,
+            cand_i: &io.cand_i,
+            token: &io.token,
+        };
+        let pick = ops::Dispatch::new(&gpu, pipes, Kernel::Pick, &pick_bindings, [1, 1, 1])?;
         let timer = crate::gpu::profile::Timer::new(&gpu);
         let mut e = Engine {
             model,
@@ -236,10 +255,14 @@ impl<'a> Engine<'a> {
             readback,
             slot: 0,
             logits_readback,
-            bytes: vec![0; 8 * MAX_CANDIDATES],
+            bytes: vec![0; decode::SLOT_BYTES as usize],
             timer,
             prepared: None,
             ahead: None,
+            pick,
+            pick_params,
+            ahead_used: 0,
+            ahead_redone: 0,
         };
         e.set_candidates(opts.candidates)?;
         Ok(e)

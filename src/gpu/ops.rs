@@ -10,8 +10,8 @@ use super::context::Gpu;
 pub use super::kernels::{
     AttentionBindings, AttentionHeadBindings, AttentionOverrides, EmbedBindings, KvAppendBindings,
     MatmulBindings, MatmulOverrides, MatvecBindings, MatvecOverrides, MoeGroupBindings,
-    MoeSumBindings, ReadBandwidthBindings, RmsNormBindings, RouterBindings, TopkBindings,
-    TopkOverrides,
+    MoeSumBindings, PickBindings, ReadBandwidthBindings, RmsNormBindings, RouterBindings,
+    TopkBindings, TopkOverrides,
 };
 use super::kernels::{Bind, Bindings, Format, Kernel, Overrides, Pipelines};
 use crate::error::{Error, Result};
