@@ -84,7 +84,10 @@ impl Runtime {
         opts: LoadOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Runtime> {
-        Self::from_model(Model::open(path)?, opts, progress)
+        let t0 = std::time::Instant::now();
+        let model = Model::open(path)?;
+        log::info!("model file: {:.2} s", t0.elapsed().as_secs_f64());
+        Self::from_model(model, opts, progress)
     }
 
     /// The built-in model (glmw-tiny, [`crate::builtin`]: a small model of
@@ -101,8 +104,12 @@ impl Runtime {
         opts: LoadOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Runtime> {
+        let t0 = std::time::Instant::now();
         let tokenizer = Tokenizer::from_gguf(&model.file)?;
+        log::info!("tokenizer: {:.2} s", t0.elapsed().as_secs_f64());
+        let t0 = std::time::Instant::now();
         let gpu = Gpu::new(opts.gpu)?;
+        log::info!("device: {:.2} s", t0.elapsed().as_secs_f64());
         let opts = EngineOptions {
             n_ctx: opts.n_ctx.unwrap_or_else(|| default_n_ctx(&model.config)),
             ubatch: opts.ubatch,

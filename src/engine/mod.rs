@@ -94,7 +94,9 @@ impl Resident {
             Some(v) => gpu.with_variant(v)?,
             None => gpu.caps.clone(),
         };
+        let t0 = std::time::Instant::now();
         let pipes = Pipelines::new(gpu, &caps)?;
+        log::info!("pipelines: {:.2} s", t0.elapsed().as_secs_f64());
         let mut limit = gpu.caps.max_storage_binding.min(gpu.caps.max_buffer);
         if let Some(m) = opts.max_binding {
             limit = limit.min(m);
@@ -221,6 +223,7 @@ impl<'a> Engine<'a> {
         }
         let (pipes, weights) = (&resident.pipes, &resident.weights);
         let c = &model.config;
+        let t0 = std::time::Instant::now();
         let caches = plan::kv_caches(&gpu, &model, opts.n_ctx)?;
         let plan = plan::build(&gpu, pipes, &model, weights, &caches)?;
         let ubatch = opts.ubatch.min(opts.n_ctx);
@@ -240,6 +243,7 @@ impl<'a> Engine<'a> {
             token: &io.token,
         };
         let pick = ops::Dispatch::new(&gpu, pipes, Kernel::Pick, &pick_bindings, [1, 1, 1])?;
+        log::info!("KV cache and plans: {:.2} s", t0.elapsed().as_secs_f64());
         let timer = crate::gpu::profile::Timer::new(&gpu);
         let mut e = Engine {
             model,

@@ -70,6 +70,22 @@ pub fn pad_q6_k_into(blocks: &[u8], out: &mut [u8]) {
 
 /// Threads worth starting for `n` blocks (one per 64 Ki blocks, at most
 /// one per core).
+/// `pieces` (of one length) back to back into `out`, on all cores: the
+/// gather of gate and up rows into one matrix.
+pub fn gather_parallel(pieces: &[&[u8]], out: &mut [u8]) {
+    let len = pieces.first().map_or(0, |p| p.len()).max(1);
+    let per = pieces.len().div_ceil(threads_for(out.len() / 64)).max(1);
+    std::thread::scope(|s| {
+        for (ps, dst) in pieces.chunks(per).zip(out.chunks_mut(per * len)) {
+            s.spawn(move || {
+                for (p, d) in ps.iter().zip(dst.chunks_mut(len)) {
+                    d.copy_from_slice(p);
+                }
+            });
+        }
+    });
+}
+
 fn threads_for(n: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     (n / 65536).clamp(1, cores)

@@ -140,12 +140,22 @@ impl ResidentWeights {
                 ffn,
             });
         }
-        Ok(ResidentWeights {
+        let out = ResidentWeights {
             token_embd,
             layers,
             output_norm: up.vector(&w.output_norm)?,
             output: up.matrix(&w.output)?,
-        })
+        };
+        let t = up.times;
+        log::info!(
+            "uploaded {:.2} GB: {:.2} s gathering and repacking, {:.2} s copying into \
+             mapped buffers, {:.2} s waiting for the GPU's copies",
+            up.done as f64 / 1e9,
+            t.repack,
+            t.copy,
+            t.wait
+        );
+        Ok(out)
     }
 
     /// Every matrix, for inspection (`Engine::matrices_split`).

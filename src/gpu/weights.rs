@@ -104,6 +104,17 @@ pub struct Uploader<'a> {
     pub total: u64,
     since_flush: u64,
     progress: &'a mut dyn FnMut(u64, u64),
+    /// Where the time goes (issue 17 item 5): gathering and repacking
+    /// rows, copying them into mapped buffers, waiting for the GPU.
+    pub times: UploadTimes,
+}
+
+/// Seconds an upload spent in each of its parts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UploadTimes {
+    pub repack: f64,
+    pub copy: f64,
+    pub wait: f64,
 }
 
 const FLUSH_BYTES: u64 = 256 << 20;
@@ -124,16 +135,21 @@ impl<'a> Uploader<'a> {
             total,
             since_flush: 0,
             progress,
+            times: UploadTimes::default(),
         }
     }
 
     fn buffer(&mut self, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+        let t0 = std::time::Instant::now();
         let b = self.gpu.storage(label, bytes)?;
+        self.times.copy += t0.elapsed().as_secs_f64();
         self.done += bytes.len() as u64;
         self.since_flush += bytes.len() as u64;
         if self.since_flush >= FLUSH_BYTES {
+            let t0 = std::time::Instant::now();
             self.gpu.queue.submit([]);
             self.gpu.wait()?;
+            self.times.wait += t0.elapsed().as_secs_f64();
             self.since_flush = 0;
         }
         (self.progress)(self.done, self.total);
@@ -258,24 +274,30 @@ impl<'a> Uploader<'a> {
         let bytes_per_row = (row_bytes * n_mat * srcs.len()) as u64 * 212 / 210 + 1;
         let rows_per_part = ((self.limit / bytes_per_row) as usize).clamp(1, rows);
         let mut parts = Vec::new();
-        let mut raw = Vec::new();
+        let mut raw;
         for r0 in (0..rows).step_by(rows_per_part) {
             let n = rows_per_part.min(rows - r0);
             // A whole single-source tensor is already in order: no gather.
+            let t0 = std::time::Instant::now();
             let blocks: &[u8] = if srcs.len() == 1 && n == srcs[0].slice_rows {
                 &srcs[0].data[..n_mat * n * row_bytes]
             } else {
-                raw.clear();
+                let mut pieces = Vec::with_capacity(n_mat * srcs.len());
                 for m in 0..n_mat {
                     for s in srcs {
                         let start = (m * s.slice_rows + s.first + r0) * s.row_bytes;
-                        raw.extend_from_slice(&s.data[start..start + n * s.row_bytes]);
+                        pieces.push(&s.data[start..start + n * s.row_bytes]);
                     }
                 }
+                // Fresh zeroed memory is mapped lazily: no pass to clear it.
+                raw = vec![0u8; pieces.len() * n * row_bytes];
+                repack::gather_parallel(&pieces, &mut raw);
                 &raw
             };
+            let arrays = repack(format, blocks)?;
+            self.times.repack += t0.elapsed().as_secs_f64();
             let mut buffers = Vec::new();
-            for (i, arr) in repack(format, blocks)?.iter().enumerate() {
+            for (i, arr) in arrays.iter().enumerate() {
                 buffers.push(self.buffer(&format!("{name}[{r0}].{i}"), arr)?);
             }
             parts.push(Part {
