@@ -735,3 +735,14 @@ fn dispatch_rejects_what_the_table_does_not_allow() {
     assert!(err(r).contains("TPR=64"));
     assert!(Dispatch::with(gpu, pipes, mv, &o, &bufs, [1, 1, 1]).is_ok());
 }
+
+/// Uploads of 32 MiB and more are written from several threads: every
+/// byte arrives, at every slice boundary.
+#[test]
+fn large_storage_uploads_arrive_whole() {
+    let gpu = common::gpu();
+    let n = (33 << 20) + 12;
+    let data: Vec<u8> = (0..n).map(|i| (i * 131 + i / 7919) as u8).collect();
+    let b = gpu.storage("large", &data).unwrap();
+    assert_eq!(gpu.read(&b, n as u64).unwrap(), data);
+}

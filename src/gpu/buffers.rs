@@ -11,6 +11,9 @@ fn padded(label: &str, size: u64) -> Result<u64> {
         .ok_or_else(|| Error::InvalidArgument(format!("buffer {label} of {size} bytes overflows")))
 }
 
+/// Data from this size on is written to the GPU from several threads.
+const PARALLEL_WRITE: usize = 32 << 20;
+
 const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC)
     .union(wgpu::BufferUsages::COPY_DST);
@@ -43,6 +46,9 @@ impl Gpu {
     /// A storage buffer holding `data` (weights are uploaded read-only and
     /// bound as `var<storage, read>`, so readers need no barriers).
     pub fn storage(&self, label: &str, data: &[u8]) -> Result<wgpu::Buffer> {
+        if data.len() >= PARALLEL_WRITE && data.len() % 4 == 0 {
+            return self.storage_parallel(label, data);
+        }
         let buf = self.buffer(label, padded(label, data.len() as u64)?, STORAGE, true)?;
         // Unlike wgpu's `create_buffer_init`, a mapping that fails is
         // reported instead of panicking.
@@ -52,6 +58,23 @@ impl Gpu {
         view.slice(..data.len()).copy_from_slice(data);
         drop(view);
         buf.unmap();
+        Ok(buf)
+    }
+
+    /// `storage` for large data: written by `queue.write_buffer` from all
+    /// cores, a slice each (wgpu's mapped views cannot be written from
+    /// several threads; one core copied a full-size model at ~2.5 GB/s).
+    /// The staging copies reach the GPU at the next submit.
+    fn storage_parallel(&self, label: &str, data: &[u8]) -> Result<wgpu::Buffer> {
+        let buf = self.buffer(label, padded(label, data.len() as u64)?, STORAGE, false)?;
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let per = data.len().div_ceil(cores).next_multiple_of(4);
+        std::thread::scope(|s| {
+            for (i, chunk) in data.chunks(per).enumerate() {
+                let buf = &buf;
+                s.spawn(move || self.queue.write_buffer(buf, (i * per) as u64, chunk));
+            }
+        });
         Ok(buf)
     }
 
