@@ -34,11 +34,17 @@ fn synth_info_tokenize_logits() {
         "\"Q4_0\":{",
         "\"Q6_K\":{",
         "\"n_tokens\":512",
+        "\"memory\":{\"gpu_weights_bytes\":",
     ] {
         assert!(j.contains(needle), "{needle} not in {j}");
     }
     let o = glmw(&["info", m]);
     assert!(stdout(&o).contains("MLA, 4 heads"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("KV cache at the default context"),
+        "{}",
+        stdout(&o)
+    );
 
     let o = glmw(&["tokenize", "--model", m, "<|user|>Hello world", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));

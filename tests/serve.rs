@@ -36,17 +36,21 @@ fn start() -> (Server, String) {
     let stderr = server.0.stderr.take().expect("piped stderr");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let mut memory = false;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             eprintln!("[server] {line}");
+            // The memory report comes before the server listens.
+            memory |= line.starts_with("memory: GPU ");
             if let Some(url) = line.split("listening on ").nth(1) {
                 let url = url.split_whitespace().next().unwrap_or("").to_string();
-                let _ = tx.send(url);
+                let _ = tx.send((url, memory));
             }
         }
     });
-    let url = rx
+    let (url, memory) = rx
         .recv_timeout(Duration::from_secs(120))
         .expect("glmw serve did not start listening within 120 s");
+    assert!(memory, "glmw serve printed no memory line before listening");
     (server, url)
 }
 

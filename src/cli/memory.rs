@@ -7,7 +7,7 @@ use glmw::Memory;
 use super::json::Json;
 
 /// Bytes as GB, or MB below one GB.
-fn size(b: u64) -> String {
+pub fn size(b: u64) -> String {
     if b >= 1_000_000_000 {
         format!("{:.2} GB", b as f64 / 1e9)
     } else {
@@ -45,4 +45,18 @@ pub fn json(m: Memory) -> Json {
             host_rss().map_or(Json::Null, |b| Json::num(b as f64)),
         ),
     ])
+}
+
+/// What loading `f` will take on the GPU, before loading it (`glmw info`):
+/// (weight bytes, KV cache bytes, context) at the default context. The
+/// GPU holds each tensor in its file's format, so the weights take about
+/// their bytes in the file; the cache holds an f16 latent row per layer
+/// and position.
+pub fn expected(f: &glmw::gguf::GgufFile, c: &glmw::model::Config) -> (u64, u64, usize) {
+    let weights = f.tensors().iter().map(|t| t.n_bytes).sum();
+    let n_ctx = glmw::session::default_n_ctx(c);
+    let kv = (c.n_layer as u64)
+        .saturating_mul(n_ctx as u64)
+        .saturating_mul(2 * c.kv_row() as u64);
+    (weights, kv, n_ctx)
 }

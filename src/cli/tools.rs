@@ -92,6 +92,17 @@ fn info_json(f: &glmw::gguf::GgufFile, s: Summary, verbose: bool) -> Result<()> 
         Ok(c) => config_json(c),
         Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
     };
+    let memory = match &s.config {
+        Ok(c) => {
+            let (w, kv, n_ctx) = super::memory::expected(f, c);
+            Json::obj(vec![
+                ("gpu_weights_bytes", Json::num(w as f64)),
+                ("gpu_kv_cache_bytes", Json::num(kv as f64)),
+                ("n_ctx", Json::num(n_ctx as f64)),
+            ])
+        }
+        Err(_) => Json::Null,
+    };
     let types = s
         .by_type
         .iter()
@@ -115,6 +126,7 @@ fn info_json(f: &glmw::gguf::GgufFile, s: Summary, verbose: bool) -> Result<()> 
             Json::str(f.get_str("general.architecture")?.unwrap_or("")),
         ),
         ("config", cfg),
+        ("memory", memory),
         ("n_tensors", Json::num(f.tensors().len() as f64)),
         ("tensor_types", Json::Obj(types)),
         (
@@ -160,7 +172,16 @@ fn info_text(f: &glmw::gguf::GgufFile, s: Summary, verbose: bool) -> Result<()> 
     );
     println!("name:         {}", s.name);
     match &s.config {
-        Ok(c) => print_config(c),
+        Ok(c) => {
+            print_config(c);
+            let (w, kv, n_ctx) = super::memory::expected(f, c);
+            let size = super::memory::size;
+            println!(
+                "memory:       GPU about {} weights + {} KV cache at the default context of {n_ctx} (-c)",
+                size(w),
+                size(kv)
+            );
+        }
         Err(e) => println!("config:       not loadable: {e}"),
     }
     let types: Vec<String> = s

@@ -83,6 +83,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     let load = a.device.load_options("serve", a.ctx)?;
     let rt = super::load_runtime(a.model.as_deref(), load)?;
     let slots = Slots::start(&rt, a.parallel)?;
+    eprintln!("{}", super::memory::text(slots.memory));
     let model = match (&a.alias, &a.model) {
         (Some(name), _) => name.clone(),
         (None, Some(p)) => p

@@ -40,6 +40,8 @@ pub struct Slots {
     queue: Mutex<mpsc::Sender<Job>>,
     pub total: usize,
     pub busy: Arc<AtomicUsize>,
+    /// GPU memory once every slot is open (the KV cache of all of them).
+    pub memory: glmw::Memory,
 }
 
 impl Slots {
@@ -48,8 +50,14 @@ impl Slots {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let busy = Arc::new(AtomicUsize::new(0));
+        let mut memory = None;
         for i in 0..parallel {
             let session = rt.session(SamplerOptions::default())?;
+            let m = session.memory();
+            memory = Some(glmw::Memory {
+                kv_cache: m.kv_cache * parallel as u64,
+                ..m
+            });
             let (rx, busy) = (rx.clone(), busy.clone());
             std::thread::Builder::new()
                 .name(format!("slot {i}"))
@@ -59,10 +67,14 @@ impl Slots {
                     source,
                 })?;
         }
+        // The last session's count holds every buffer the slots made.
+        let memory =
+            memory.ok_or_else(|| Error::InvalidArgument("--parallel must be at least 1".into()))?;
         Ok(Slots {
             queue: Mutex::new(tx),
             total: parallel,
             busy,
+            memory,
         })
     }
 
