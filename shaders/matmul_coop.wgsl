@@ -11,22 +11,22 @@ enable wgpu_cooperative_matrix;
 // GATE_UP); tiles of up to TOK rows of x.
 // Each workgroup owns OUT output rows of one tile. Per step of KU units
 // (64 columns) every invocation dequantizes one unit of one weight row
-// (unit_load) into `wa` as f16 and one vec4 of the tile's x into `xs`;
+// (unit_load) into `wa` as f16 and two vec4 of the tile's x into `xs`;
 // then subgroup s multiplies weight rows 16s..16s+16 (A, row-major) by the
-// tile's x (B: column n is token n) into its f32 accumulator (C). With
-// GATE_UP `wa` holds OUT gate rows then the same OUT up rows. After the
-// last step the accumulators go to `cs` (column-major: token n's row r at
-// n·ROWS + r), from which the epilogue (silu(gate)·up, ACCUM) writes y.
-// Subgroups of 4 to 64 lanes: with fewer than 8 subgroups each takes a
-// second 16-row block.
+// tile's two 16-token halves (B: column n is token n) into its two f32
+// accumulators (C). With GATE_UP `wa` holds OUT gate rows then the same
+// OUT up rows. After the last step each half's accumulators go to `cs`
+// (column-major: token n's row r at n·ROWS + r), from which the epilogue
+// (silu(gate)·up, ACCUM) writes y. Subgroups of 4 to 64 lanes: with fewer
+// than 8 subgroups each takes a second 16-row block.
 //
 // Inputs are rounded to f16 (11-bit significand), products accumulate in
 // f32: |error| <= 2^-10 · sum |w·x| per output, before the epilogue.
 
 const WG: u32 = 256u;
-/// Rows of x per tile (the B matrix's columns; shorter tiles are padded).
+/// Rows of x per tile (two B matrices' columns; shorter tiles are padded).
 /// host: gpu::ops::MATMUL_COOP_TILE
-const TOK: u32 = 16u;
+const TOK: u32 = 32u;
 /// Weight rows dequantized per workgroup and step (GATE_UP: half gate, half up).
 /// host: gpu::ops::MATMUL_COOP_ROWS
 const ROWS: u32 = 128u;
@@ -69,7 +69,8 @@ struct Params {
 
 var<workgroup> wa: array<f16, ROWS * KS>;
 var<workgroup> xs: array<f16, TOK * KS>;
-var<workgroup> cs: array<f32, ROWS * TOK>;
+// One 16-token half of the results at a time (32 KiB in all).
+var<workgroup> cs: array<f32, ROWS * 16u>;
 
 // The four bytes of `w`, low first.
 fn bytes4(w: u32) -> vec4<u32> {
@@ -100,35 +101,72 @@ fn stage_unit(o: u32, base: u32, u: u32) {
     put4(o + 28u, w[7]);
 }
 
-// One step's four 16-column products of wa's block `b` with xs.
-fn block_step(acc: MatC, b: u32) -> MatC {
+// One step's four 16-column products of wa's block `b` with token half
+// `h` of xs.
+fn block_step(acc: MatC, b: u32, h: u32) -> MatC {
     let o = b * 16u * KS;
-    var c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o], KS), coopLoad<MatB>(&xs[0], KS), acc);
-    c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 16u], KS), coopLoad<MatB>(&xs[16u], KS), c);
-    c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 32u], KS), coopLoad<MatB>(&xs[32u], KS), c);
-    return coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 48u], KS), coopLoad<MatB>(&xs[48u], KS), c);
+    let t = h * 16u * KS;
+    var c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o], KS), coopLoad<MatB>(&xs[t], KS), acc);
+    c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 16u], KS), coopLoad<MatB>(&xs[t + 16u], KS), c);
+    c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 32u], KS), coopLoad<MatB>(&xs[t + 32u], KS), c);
+    return coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 48u], KS), coopLoad<MatB>(&xs[t + 48u], KS), c);
+}
+
+// x vec4 `q` of the step at unit u0 for the tile's row j (zeros past the
+// row) into xs.
+fn stage_x(xo: u32, j: u32, q: u32, u0: u32) {
+    var xv = vec4<f32>(0.0);
+    if 8u * u0 + q < 8u * p.units {
+        xv = x[xo + 8u * u0];
+    }
+    xs[j * KS + 4u * q] = f16(xv.x);
+    xs[j * KS + 4u * q + 1u] = f16(xv.y);
+    xs[j * KS + 4u * q + 2u] = f16(xv.z);
+    xs[j * KS + 4u * q + 3u] = f16(xv.w);
+}
+
+// The x vec4 offset (column 0, plus q) of the tile's row j; rows past its
+// count repeat its last row and are not written.
+fn x_at(tile: vec4<u32>, j: u32, z: u32, q: u32) -> u32 {
+    let a = order[tile.y + min(j, tile.z - 1u)];
+    return (a / p.x_div) * p.x_tok + z * p.x_stride + q;
+}
+
+// Accumulators `c` (row block b) and `c2` (row block b2, where it exists)
+// of token half h into cs, then the epilogue; barriers around it for cs.
+fn finish_half(c: MatC, c2: MatC, b: u32, b2: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
+    if b < BLOCKS {
+        coopStore(c, &cs[b * 16u], ROWS);
+    }
+    if b2 < BLOCKS {
+        coopStore(c2, &cs[b2 * 16u], ROWS);
+    }
+    workgroupBarrier();
+    write_out(lid, tile, h, r0, z);
+    workgroupBarrier();
 }
 
 fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
 
-// The epilogue: y from cs for the tile's rows of x and the workgroup's
-// output rows r0.. (consecutive invocations write consecutive rows).
-fn write_out(lid: u32, tile: vec4<u32>, r0: u32, z: u32) {
+// The epilogue: y from cs for token half h of the tile and the
+// workgroup's output rows r0.. (consecutive invocations write consecutive
+// rows).
+fn write_out(lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
     var out_rows = ROWS;
     if GATE_UP {
         out_rows = ROWS / 2u;
     }
-    for (var e = lid; e < out_rows * TOK; e += WG) {
+    for (var e = lid; e < out_rows * 16u; e += WG) {
         let n = e / out_rows;
         let r = e % out_rows;
-        if r0 + r < p.rows && n < tile.z {
+        if r0 + r < p.rows && h * 16u + n < tile.z {
             var v = cs[n * ROWS + r];
             if GATE_UP {
                 v = silu(v) * cs[n * ROWS + out_rows + r];
             }
-            let idx = order[tile.y + n] * p.y_tok + z * p.y_stride + p.y_off + r0 + r;
+            let idx = order[tile.y + h * 16u + n] * p.y_tok + z * p.y_stride + p.y_off + r0 + r;
             if ACCUM {
                 y[idx] += v;
             } else {
@@ -165,40 +203,33 @@ fn main(
     }
     let base = mat + row * p.units;
     let wo = lr * KS + (lid % KU) * 32u;
-    // This invocation's x vec4 of each step: token j, vec4 q.
+    // This invocation's x vec4s of each step: vec4 q of tokens j, j + 16.
     let j = lid / 16u;
     let q = lid % 16u;
-    let a = order[tile.y + min(j, tile.z - 1u)];
-    let xo = (a / p.x_div) * p.x_tok + wid.z * p.x_stride + q;
+    let xo0 = x_at(tile, j, wid.z, q);
+    let xo1 = x_at(tile, j + 16u, wid.z, q);
     // A second block per subgroup only where subgroups are wider than 32.
     let b2 = sg + n_sg;
-    var acc = MatC();
-    var acc2 = MatC();
+    // (row block, token half): sg 0, sg 1, b2 0, b2 1
+    var c00 = MatC();
+    var c01 = MatC();
+    var c10 = MatC();
+    var c11 = MatC();
     for (var u0 = 0u; u0 < p.units; u0 += KU) {
         stage_unit(wo, base, u0 + lid % KU);
-        var xv = vec4<f32>(0.0);
-        if 8u * u0 + q < 8u * p.units {
-            xv = x[xo + 8u * u0];
-        }
-        xs[j * KS + 4u * q] = f16(xv.x);
-        xs[j * KS + 4u * q + 1u] = f16(xv.y);
-        xs[j * KS + 4u * q + 2u] = f16(xv.z);
-        xs[j * KS + 4u * q + 3u] = f16(xv.w);
+        stage_x(xo0, j, q, u0);
+        stage_x(xo1, j + 16u, q, u0);
         workgroupBarrier();
         if sg < BLOCKS {
-            acc = block_step(acc, sg);
+            c00 = block_step(c00, sg, 0u);
+            c01 = block_step(c01, sg, 1u);
         }
         if b2 < BLOCKS {
-            acc2 = block_step(acc2, b2);
+            c10 = block_step(c10, b2, 0u);
+            c11 = block_step(c11, b2, 1u);
         }
         workgroupBarrier();
     }
-    if sg < BLOCKS {
-        coopStore(acc, &cs[sg * 16u], ROWS);
-    }
-    if b2 < BLOCKS {
-        coopStore(acc2, &cs[b2 * 16u], ROWS);
-    }
-    workgroupBarrier();
-    write_out(lid, tile, r0, wid.z);
+    finish_half(c00, c10, sg, b2, lid, tile, 0u, r0, wid.z);
+    finish_half(c01, c11, sg, b2, lid, tile, 1u, r0, wid.z);
 }

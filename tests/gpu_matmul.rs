@@ -7,8 +7,8 @@
 //! error is not the kernel's. Outputs are poisoned with NaN (ACCUM ones hold
 //! random values) and every element a dispatch must not write, rows past
 //! the chunk's tokens included, is checked to be left bit for bit.
-//! matmul_coop.wgsl (cooperative matrices) runs the same cases in tiles of
-//! 16 where the adapter offers them; elsewhere each test says it skipped it.
+//! matmul_coop.wgsl (cooperative matrices) runs the same cases in its tiles
+//! of 32 and in tiles of 8 where the adapter offers them; elsewhere each test says it skipped it.
 
 mod common;
 
@@ -264,7 +264,7 @@ fn check_dense(name: &str, cases: &[Case]) {
             worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
         }
         if with_coop {
-            // the plan's tiles of 16, and the fallback's of 8 (padded)
+            // the plan's tiles of 32, and the fallback's of 8 (padded)
             for t in [dense_tiles(c.n_rows, MATMUL_COOP_TILE), t] {
                 let e = check(true, &common::pipelines()[0], c, &w, &t, &x, &y0).0;
                 worst_coop = worst_coop.max(e);

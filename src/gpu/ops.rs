@@ -376,8 +376,8 @@ pub const MATMUL_TILE: u32 = 8;
 pub const MATMUL_ROWS: u32 = 256;
 
 /// Rows of x per tile of the cooperative-matrix matmul
-/// (shaders/matmul_coop.wgsl `TOK`: the 16 columns of its B matrices).
-pub const MATMUL_COOP_TILE: u32 = 16;
+/// (shaders/matmul_coop.wgsl `TOK`: the columns of its two B matrices).
+pub const MATMUL_COOP_TILE: u32 = 32;
 /// Weight rows each matmul_coop workgroup dequantizes per step
 /// (shaders/matmul_coop.wgsl `ROWS`); it writes half as many with GATE_UP.
 pub const MATMUL_COOP_ROWS: u32 = 128;

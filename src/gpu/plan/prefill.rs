@@ -3,7 +3,7 @@
 //! tokens at once, built once per session next to the decode plan and
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul_coop.wgsl (cooperative matrices, where the adapter offers them)
-//! or matmul.wgsl, which dequantize each weight unit once per tile of 16 or
+//! or matmul.wgsl, which dequantize each weight unit once per tile of 32 or
 //! 8 tokens; routed experts are grouped by expert (moe_group.wgsl) so each
 //! expert's weights are read once per tile of its tokens. Attention is
 //! causal over the cache: every token of the chunk appends its row first,
