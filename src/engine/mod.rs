@@ -307,6 +307,11 @@ impl<'a> Engine<'a> {
         self.resident.pipes.variant
     }
 
+    /// The prefill's matmuls run on cooperative matrices (`Caps::coop`).
+    pub fn coop(&self) -> bool {
+        self.gpu.caps.coop
+    }
+
     /// Run `token` at the current position; returns the next token's
     /// candidates.
     pub fn step(&mut self, token: u32) -> Result<Candidates> {

@@ -131,6 +131,26 @@ fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
         })
 }
 
+/// The adapter's cooperative-matrix configurations as "MxNxK A/B->C".
+fn coop_configs(adapter: &wgpu::Adapter) -> Vec<String> {
+    if !adapter
+        .features()
+        .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+    {
+        return Vec::new();
+    }
+    adapter
+        .cooperative_matrix_properties()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}x{}x{} {:?}->{:?}",
+                p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
+            )
+        })
+        .collect()
+}
+
 impl Gpu {
     pub fn new(opts: GpuOptions) -> Result<Gpu> {
         let inst = instance(opts.backend);
@@ -205,20 +225,7 @@ impl Gpu {
             max_buffer: limits.max_buffer_size,
             coop,
         };
-        let coop_matrix = if have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-            adapter
-                .cooperative_matrix_properties()
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{}x{}x{} {:?}->{:?}",
-                        p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
-                    )
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let coop_matrix = coop_configs(&adapter);
         log::info!(
             "gpu: {} ({:?}, {}, {}), kernels: {}, subgroup size {}..{}, max binding {} MiB, \
              cooperative matrices: {}",
