@@ -71,6 +71,25 @@ impl<'a> Source<'a> {
         format!("{place} (kernel {})", self.k.name)
     }
 
+    /// The prelude's capabilities; a kernel that enables cooperative
+    /// matrices (matmul_coop.wgsl) runs only on adapters that offer them
+    /// and subgroups (`gpu::context::Caps::coop`), so it is validated
+    /// with those too, in either prelude.
+    fn caps(&self) -> Capabilities {
+        let coop = self
+            .text
+            .starts_with("enable f16;\nenable wgpu_cooperative_matrix;");
+        match coop {
+            true => {
+                self.prelude.caps
+                    | Capabilities::COOPERATIVE_MATRIX
+                    | Capabilities::SUBGROUP
+                    | Capabilities::SHADER_FLOAT16
+            }
+            false => self.prelude.caps,
+        }
+    }
+
     /// Parse and validate with the prelude's capabilities.
     pub fn parse(&self) -> Result<(naga::Module, ModuleInfo), String> {
         let name = self.k.name;
@@ -82,7 +101,7 @@ impl<'a> Source<'a> {
                 e.emit_to_string_with_path(&self.text, name)
             )
         })?;
-        let info = Validator::new(ValidationFlags::all(), self.prelude.caps)
+        let info = Validator::new(ValidationFlags::all(), self.caps())
             .validate(&module)
             .map_err(|e| {
                 format!(

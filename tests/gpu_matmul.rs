@@ -7,11 +7,14 @@
 //! error is not the kernel's. Outputs are poisoned with NaN (ACCUM ones hold
 //! random values) and every element a dispatch must not write, rows past
 //! the chunk's tokens included, is checked to be left bit for bit.
+//! matmul_coop.wgsl (cooperative matrices) runs the same cases in its tiles
+//! of 32 and in tiles of 8 where the adapter offers them; elsewhere each test says it skipped it.
 
 mod common;
 
 use glmw::gpu::ops::{
-    self, Dispatch, MatmulBindings, MatmulOverrides, MatmulParams, MATMUL_ROWS, MATMUL_TILE,
+    self, Dispatch, MatmulBindings, MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides,
+    MatmulParams, MATMUL_COOP_TILE, MATMUL_ROWS, MATMUL_TILE,
 };
 use glmw::gpu::{Format, Kernel, Pipelines};
 
@@ -20,6 +23,15 @@ use glmw::gpu::{Format, Kernel, Pipelines};
 /// scale, x row or output row anywhere gives ~1e-2 or more. Same bound as
 /// the matvecs (tests/gpu_kernels.rs MATVEC_TOL).
 const MATMUL_TOL: f64 = 1e-5;
+
+/// matmul_coop vs f64: weights and x are rounded to f16 (relative error
+/// <= 2^-11 each, so <= ~2^-10 per product), then summed in f32. The
+/// roundings are independent and of either sign, so the error of a sum
+/// grows like its value (sqrt of the terms): rel L2 ~ 2^-11·sqrt(2/3) ~
+/// 4e-4, about twice that through silu(gate)·up. 3e-3 leaves room for
+/// that; a wrong row, scale, tile column or transposed fragment gives 1e-2
+/// to 1.
+const COOP_TOL: f64 = 3e-3;
 
 /// moe_sum vs f64: n_used products added to a residual, one f32 rounding
 /// each.
@@ -113,12 +125,12 @@ struct Tiles {
 /// The host-written dense tiles of prefill.rs (`write_chunk`) over an
 /// identity order as long as a whole last tile (rows past `n_tok` exist
 /// in `order`, as in a chunk shorter than ubatch).
-fn dense_tiles(n_tok: usize) -> Tiles {
+fn dense_tiles(n_tok: usize, tile: u32) -> Tiles {
     let n = n_tok as u32;
-    let tiles: Vec<[u32; 4]> = (0..n.div_ceil(MATMUL_TILE))
-        .map(|i| [0, i * MATMUL_TILE, MATMUL_TILE.min(n - i * MATMUL_TILE), 0])
+    let tiles: Vec<[u32; 4]> = (0..n.div_ceil(tile))
+        .map(|i| [0, i * tile, tile.min(n - i * tile), 0])
         .collect();
-    let ids: Vec<u32> = (0..n.next_multiple_of(MATMUL_TILE) + EXTRA_ROWS as u32).collect();
+    let ids: Vec<u32> = (0..n.next_multiple_of(tile) + EXTRA_ROWS as u32).collect();
     let gpu = common::gpu();
     Tiles {
         mats: vec![0; n_tok],
@@ -150,10 +162,11 @@ fn oracle(c: &Case, deq: &[f32], mats: &[u32], x: &[f32], y0: &[f32]) -> (Vec<f3
     common::expect(&format!("{c:?}"), y0, out, c.accum)
 }
 
-/// Run case `c` in `pipes` on weights (`deq`, `wbufs`), x and initial y
-/// `y0`, through `t`; check it against the oracle. Returns the error and
-/// the y it computed.
+/// Run case `c` in `pipes` (matmul_coop.wgsl where `coop`) on weights
+/// (`deq`, `wbufs`), x and initial y `y0`, through `t`; check it against
+/// the oracle. Returns the error and the y it computed.
 fn check(
+    coop: bool,
     pipes: &Pipelines,
     c: &Case,
     (deq, wbufs): &(Vec<f32>, Vec<wgpu::Buffer>),
@@ -189,20 +202,42 @@ fn check(
         order: &t.order,
         weights: wbufs,
     };
-    let o = MatmulOverrides {
-        gate_up: c.gate_up,
-        accum: c.accum,
+    let (gate_up, accum) = (c.gate_up, c.accum);
+    let (mut d, rows, tol) = if coop {
+        let b = MatmulCoopBindings {
+            p: bufs.p,
+            x: bufs.x,
+            y: bufs.y,
+            tiles: bufs.tiles,
+            order: bufs.order,
+            weights: bufs.weights,
+        };
+        let o = MatmulCoopOverrides { gate_up, accum };
+        let d = ops::matmul_coop(gpu, pipes, c.fmt, o, &b).unwrap();
+        (d, ops::matmul_coop_rows(gate_up), COOP_TOL)
+    } else {
+        let o = MatmulOverrides { gate_up, accum };
+        let d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
+        (d, MATMUL_ROWS, MATMUL_TOL)
     };
-    let mut d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
-    d.workgroups = [
-        (c.rows as u32).div_ceil(MATMUL_ROWS),
-        t.n_tiles,
-        c.heads as u32,
-    ];
+    d.workgroups = [(c.rows as u32).div_ceil(rows), t.n_tiles, c.heads as u32];
     ops::run(gpu, &[d]).unwrap();
     let y = gpu.read_f32(&yb, y0.len()).unwrap();
-    let tag = format!("{:?} {c:?}", pipes.variant);
-    (common::compare(&tag, &y, &want, &written, MATMUL_TOL), y)
+    let tag = format!("{:?} coop={coop} {c:?}", pipes.variant);
+    (common::compare(&tag, &y, &want, &written, tol), y)
+}
+
+/// Whether the adapter runs matmul_coop.wgsl; where not, say so (a test
+/// that checks it never passes silently without it).
+fn coop(test: &str) -> bool {
+    let gpu = common::gpu();
+    if !gpu.caps.coop {
+        eprintln!(
+            "{test}: matmul_coop skipped: adapter {} offers no 16x16 f16 cooperative matrix",
+            gpu.info.name
+        );
+    }
+    gpu.caps.coop
 }
 
 /// Random weights for `c`, quantized and uploaded.
@@ -213,11 +248,12 @@ fn weights(c: &Case, seed: u64) -> (Vec<f32>, Vec<wgpu::Buffer>) {
 
 /// Dense cases in both variants: random x, y poisoned (ACCUM: random).
 fn check_dense(name: &str, cases: &[Case]) {
-    let mut worst = 0f64;
+    let (mut worst, mut worst_coop) = (0f64, 0f64);
+    let with_coop = coop(name);
     for (i, c) in cases.iter().enumerate() {
         let seed = 1000 * i as u64 + 31;
         let w = weights(c, seed);
-        let t = dense_tiles(c.n_rows);
+        let t = dense_tiles(c.n_rows, MATMUL_TILE);
         let x = common::randn(c.x_len(), 1.0, seed + 1);
         let y0 = if c.accum {
             common::randn(c.y_len(), 1.0, seed + 2)
@@ -225,11 +261,19 @@ fn check_dense(name: &str, cases: &[Case]) {
             vec![f32::NAN; c.y_len()]
         };
         for pipes in common::pipelines() {
-            worst = worst.max(check(pipes, c, &w, &t, &x, &y0).0);
+            worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
+        }
+        if with_coop {
+            // the plan's tiles of 32, and the fallback's of 8 (padded)
+            for t in [dense_tiles(c.n_rows, MATMUL_COOP_TILE), t] {
+                let e = check(true, &common::pipelines()[0], c, &w, &t, &x, &y0).0;
+                worst_coop = worst_coop.max(e);
+            }
         }
     }
     eprintln!(
-        "{name}: {} cases, worst rel L2 {worst:.2e} (tolerance {MATMUL_TOL:.0e})",
+        "{name}: {} cases, worst rel L2 {worst:.2e} (tolerance {MATMUL_TOL:.0e}); \
+         matmul_coop {worst_coop:.2e} (tolerance {COOP_TOL:.0e}, run: {with_coop})",
         cases.len()
     );
 }
@@ -386,17 +430,17 @@ fn select(n_tok: usize, n_used: usize, n_expert: usize, seed: u64) -> Vec<u32> {
 
 /// Run moe_group over `sel` and check its outputs exactly: `order` a
 /// permutation of the assignments sorted by expert, `tiles` each expert's
-/// run in tiles of MATMUL_TILE then zero tiles up to max_tiles.
-fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
+/// run in tiles of `tile` then zero tiles up to max_tiles.
+fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, tile: u32) -> Tiles {
     let gpu = common::gpu();
     let n_assign = sel.len();
-    let max_tiles = ops::max_tiles(n_assign as u32, n_expert as u32);
+    let max_tiles = ops::max_tiles(n_assign as u32, n_expert as u32, tile);
     let gp = gpu.uniform(
         "p",
         &ops::MoeGroupParams {
             n_assign: n_assign as u32,
             n_expert: n_expert as u32,
-            tile: MATMUL_TILE,
+            tile,
             max_tiles,
         },
     );
@@ -437,8 +481,8 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize) -> Tiles {
     let mut first = 0;
     for e in 0..n_expert as u32 {
         let c = sel.iter().filter(|&&s| s == e).count() as u32;
-        for i in (0..c).step_by(MATMUL_TILE as usize) {
-            want.push([e, first + i, MATMUL_TILE.min(c - i), 0]);
+        for i in (0..c).step_by(tile as usize) {
+            want.push([e, first + i, tile.min(c - i), 0]);
         }
         first += c;
     }
@@ -514,8 +558,9 @@ struct Moe {
     n_expert: usize,
 }
 
-/// Returns the worst errors of the matmuls and of moe_sum.
-fn check_moe(m: &Moe, seed: u64) -> (f64, f64) {
+/// Returns the worst errors of the matmuls and of moe_sum (matmul_coop's
+/// where `coop`, in one variant only: it has no reductions).
+fn check_moe(m: &Moe, seed: u64, coop: bool) -> (f64, f64) {
     let n_assign = m.n_tok * m.n_used;
     let sel = select(m.n_tok, m.n_used, m.n_expert, seed);
     let sel_w: Vec<f32> = common::randn(n_assign, 0.2, seed + 1)
@@ -538,12 +583,17 @@ fn check_moe(m: &Moe, seed: u64) -> (f64, f64) {
     // of the sum counts.
     let resid = common::randn((m.n_tok + EXTRA_ROWS) * m.n_embd + TAIL, 0.01, seed + 5);
     let (mut worst_mm, mut worst_sum) = (0f64, 0f64);
-    for pipes in common::pipelines() {
-        let t = group(pipes, &sel, m.n_expert);
-        let (e, act) = check(pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
+    let (pipes, tile) = match coop {
+        true => (&common::pipelines()[..1], MATMUL_COOP_TILE),
+        false => (common::pipelines(), MATMUL_TILE),
+    };
+    for pipes in pipes {
+        let t = group(pipes, &sel, m.n_expert, tile);
+        let (e, act) = check(coop, pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
         worst_mm = worst_mm.max(e);
         let act = &act[..down.x_len()];
         let (e, part) = check(
+            coop,
             pipes,
             &down,
             &w_down,
@@ -590,15 +640,20 @@ fn moe_routed_group_matmuls_and_sum() {
     let sel = select(21, 2, 6, 0);
     let count = |e| sel.iter().filter(|&&s| s == e).count();
     assert!(count(0) == 17 && count(5) == 0);
-    let (mut worst_mm, mut worst_sum) = (0f64, 0f64);
+    let (mut worst_mm, mut worst_sum, mut worst_coop) = (0f64, 0f64, 0f64);
+    let with_coop = coop("moe routed");
     for (i, m) in cases.iter().enumerate() {
-        let (a, b) = check_moe(m, 1000 * i as u64 + 17);
+        let (a, b) = check_moe(m, 1000 * i as u64 + 17, false);
         worst_mm = worst_mm.max(a);
         worst_sum = worst_sum.max(b);
+        if with_coop {
+            worst_coop = worst_coop.max(check_moe(m, 1000 * i as u64 + 17, true).0);
+        }
     }
     eprintln!(
         "moe routed: {} cases, matmuls worst rel L2 {worst_mm:.2e} (tolerance {MATMUL_TOL:.0e}), \
-         moe_sum {worst_sum:.2e} (tolerance {MOE_SUM_TOL:.0e})",
+         moe_sum {worst_sum:.2e} (tolerance {MOE_SUM_TOL:.0e}); matmul_coop {worst_coop:.2e} \
+         (tolerance {COOP_TOL:.0e}, run: {with_coop})",
         cases.len()
     );
 }

@@ -184,6 +184,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             Json::str(format!("{} {}", i.driver, i.driver_info)),
         ),
         ("kernels", Json::str(e.variant().name())),
+        ("prefill_cooperative_matrices", Json::Bool(e.coop())),
         (
             "timing",
             Json::str(if e.has_timer() {
@@ -203,12 +204,16 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         ("n_ctx", Json::num(n_ctx as f64)),
     ];
     let mut text = vec![format!(
-        "{} ({:?}, {} {}), {} kernels, {} | {}: {} layers, {} experts top-{}, ctx {n_ctx}",
+        "{} ({:?}, {} {}), {} kernels{}, {} | {}: {} layers, {} experts top-{}, ctx {n_ctx}",
         i.name,
         i.backend,
         i.driver,
         i.driver_info,
         e.variant().name(),
+        match e.coop() {
+            true => ", prefill on cooperative matrices",
+            false => "",
+        },
         if e.has_timer() {
             "GPU timestamps"
         } else {

@@ -537,6 +537,7 @@ pub fn devices(json: bool) -> Result<()> {
                     "cooperative_matrix",
                     Json::Arr(g.coop_matrix.iter().map(|c| Json::str(c.clone())).collect()),
                 ),
+                ("prefill_cooperative_matrices", Json::Bool(g.caps.coop)),
             ]),
             Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
         };
@@ -562,7 +563,11 @@ pub fn devices(json: bool) -> Result<()> {
                 true => "none".to_string(),
                 false => g.coop_matrix.join(", "),
             };
-            println!("cooperative matrices (unused yet): {coop}");
+            let used = match g.caps.coop {
+                true => "prefill matmuls on 16x16x16 F16->F32",
+                false => "unused (prefill needs 16x16x16 F16->F32)",
+            };
+            println!("cooperative matrices: {coop}; {used}");
         }
     }
     chosen.map(|_| ())

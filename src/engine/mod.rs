@@ -344,6 +344,11 @@ impl<'a> Engine<'a> {
         self.resident.pipes.variant
     }
 
+    /// The prefill's matmuls run on cooperative matrices (`Caps::coop`).
+    pub fn coop(&self) -> bool {
+        self.gpu.caps.coop
+    }
+
     /// Run `tokens` (a prompt, or a chat turn's new text) from the current
     /// position in chunks of up to `ubatch`; returns the candidates for the
     /// token after the last one. The same cache results as `step` on each

@@ -69,6 +69,11 @@ pub struct Caps {
     pub timestamps_in_passes: bool,
     pub max_storage_binding: u64,
     pub max_buffer: u64,
+    /// The device was opened with cooperative matrices, and the adapter
+    /// offers 16x16x16 f16 x f16 -> f32 ones in subgroup scope (with
+    /// subgroups and f16): the prefill's matmuls run on them
+    /// (matmul_coop.wgsl). A hardware capability, not a switch.
+    pub coop: bool,
 }
 
 pub struct Gpu {
@@ -77,8 +82,8 @@ pub struct Gpu {
     pub info: wgpu::AdapterInfo,
     pub caps: Caps,
     /// The adapter's cooperative-matrix (tensor core / simdgroup matrix)
-    /// configurations as "MxNxK A/B->C" (`glmw devices`); no kernel uses
-    /// them yet, so the device is opened without the feature.
+    /// configurations as "MxNxK A/B->C" (`glmw devices`); the device is
+    /// opened with the feature only where `Caps::coop` holds.
     pub coop_matrix: Vec<String>,
     /// Buffers, bind groups and pipelines created so far (the decode test
     /// checks that a token creates none).
@@ -109,6 +114,43 @@ pub fn list_adapters(backend: BackendChoice) -> Vec<wgpu::AdapterInfo> {
         .collect()
 }
 
+/// Whether `adapter` offers what matmul_coop.wgsl needs: 16x16x16
+/// subgroup matrices of f16 inputs with f32 accumulation, subgroups (its
+/// blocks are per subgroup), f16 and 32 KiB of workgroup memory.
+fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
+    let need = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+        | wgpu::Features::SUBGROUP
+        | wgpu::Features::SHADER_F16;
+    // matmul_coop.wgsl's workgroup arrays take 31232 bytes
+    adapter.features().contains(need)
+        && adapter.limits().max_compute_workgroup_storage_size >= 32768
+        && adapter.cooperative_matrix_properties().iter().any(|p| {
+            (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+                && p.ab_type == wgpu::CooperativeScalarType::F16
+                && p.cr_type == wgpu::CooperativeScalarType::F32
+        })
+}
+
+/// The adapter's cooperative-matrix configurations as "MxNxK A/B->C".
+fn coop_configs(adapter: &wgpu::Adapter) -> Vec<String> {
+    if !adapter
+        .features()
+        .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+    {
+        return Vec::new();
+    }
+    adapter
+        .cooperative_matrix_properties()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}x{}x{} {:?}->{:?}",
+                p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
+            )
+        })
+        .collect()
+}
+
 impl Gpu {
     pub fn new(opts: GpuOptions) -> Result<Gpu> {
         let inst = instance(opts.backend);
@@ -131,7 +173,11 @@ impl Gpu {
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
-        let features = have & want;
+        let coop = coop_16x16_f16(&adapter);
+        let mut features = have & want;
+        if coop {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
         let limits = adapter.limits();
         if limits.max_compute_invocations_per_workgroup < 256
             || limits.max_compute_workgroup_storage_size < 16384
@@ -145,6 +191,14 @@ impl Gpu {
             label: Some("glmw"),
             required_features: features,
             required_limits: limits.clone(),
+            // SAFETY: wgpu marks cooperative matrices experimental; they are
+            // requested only where the adapter reports the configuration
+            // matmul_coop.wgsl uses, and tests/gpu_matmul.rs checks it
+            // against the f64 oracle on such adapters.
+            experimental_features: match coop {
+                true => unsafe { wgpu::ExperimentalFeatures::enabled() },
+                false => wgpu::ExperimentalFeatures::disabled(),
+            },
             ..Default::default()
         }))
         .map_err(|e| Error::Gpu(format!("could not open device {}: {e}", info.name)))?;
@@ -169,23 +223,12 @@ impl Gpu {
             timestamps_in_passes: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
             max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
+            coop,
         };
-        let coop_matrix = if have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-            adapter
-                .cooperative_matrix_properties()
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{}x{}x{} {:?}->{:?}",
-                        p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
-                    )
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let coop_matrix = coop_configs(&adapter);
         log::info!(
-            "gpu: {} ({:?}, {}, {}), kernels: {}, subgroup size {}..{}, max binding {} MiB",
+            "gpu: {} ({:?}, {}, {}), kernels: {}, subgroup size {}..{}, max binding {} MiB, \
+             cooperative matrices: {}",
             info.name,
             info.backend,
             info.driver,
@@ -193,7 +236,8 @@ impl Gpu {
             caps.variant.name(),
             info.subgroup_min_size,
             info.subgroup_max_size,
-            caps.max_storage_binding >> 20
+            caps.max_storage_binding >> 20,
+            caps.coop
         );
         Ok(Gpu {
             device,

@@ -9,9 +9,9 @@
 use super::context::Gpu;
 pub use super::kernels::{
     AttentionBindings, AttentionHeadBindings, AttentionOverrides, EmbedBindings, KvAppendBindings,
-    MatmulBindings, MatmulOverrides, MatvecBindings, MatvecOverrides, MoeGroupBindings,
-    MoeSumBindings, PickBindings, ReadBandwidthBindings, RmsNormBindings, RouterBindings,
-    TopkBindings, TopkOverrides,
+    MatmulBindings, MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides, MatvecBindings,
+    MatvecOverrides, MoeGroupBindings, MoeSumBindings, PickBindings, ReadBandwidthBindings,
+    RmsNormBindings, RouterBindings, TopkBindings, TopkOverrides,
 };
 use super::kernels::{Bind, Bindings, Format, Kernel, Overrides, Pipelines};
 use crate::error::{Error, Result};
@@ -375,6 +375,13 @@ pub const MATMUL_TILE: u32 = 8;
 /// / TPR).
 pub const MATMUL_ROWS: u32 = 256;
 
+/// Rows of x per tile of the cooperative-matrix matmul
+/// (shaders/matmul_coop.wgsl `TOK`: the columns of its two B matrices).
+pub const MATMUL_COOP_TILE: u32 = 32;
+/// Weight rows each matmul_coop workgroup dequantizes per step
+/// (shaders/matmul_coop.wgsl `ROWS`); it writes half as many with GATE_UP.
+pub const MATMUL_COOP_ROWS: u32 = 128;
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MatmulParams {
@@ -402,6 +409,35 @@ pub fn matmul(
     Dispatch::with(gpu, pipes, Kernel::Matmul(format), &o, b, [1, 1, 1])
 }
 
+/// The cooperative-matrix matmul (same grid as `matmul`, rows per
+/// workgroup `matmul_coop_rows`).
+pub fn matmul_coop(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    format: Format,
+    o: MatmulCoopOverrides,
+    b: &MatmulCoopBindings,
+) -> Result<Dispatch> {
+    Dispatch::with(gpu, pipes, Kernel::MatmulCoop(format), &o, b, [1, 1, 1])
+}
+
+/// Rows of x per prefill matmul tile: matmul_coop.wgsl's where the
+/// adapter has cooperative matrices (`Caps::coop`), else matmul.wgsl's.
+pub fn matmul_tile(coop: bool) -> u32 {
+    match coop {
+        true => MATMUL_COOP_TILE,
+        false => MATMUL_TILE,
+    }
+}
+
+/// Output rows per matmul_coop workgroup.
+pub fn matmul_coop_rows(gate_up: bool) -> u32 {
+    match gate_up {
+        true => MATMUL_COOP_ROWS / 2,
+        false => MATMUL_COOP_ROWS,
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MoeGroupParams {
@@ -412,8 +448,8 @@ pub struct MoeGroupParams {
 }
 
 /// Most tiles `n_assign` assignments over `n_expert` experts can make.
-pub fn max_tiles(n_assign: u32, n_expert: u32) -> u32 {
-    n_assign.min(n_assign.div_ceil(MATMUL_TILE) + n_expert)
+pub fn max_tiles(n_assign: u32, n_expert: u32, tile: u32) -> u32 {
+    n_assign.min(n_assign.div_ceil(tile) + n_expert)
 }
 
 #[repr(C)]

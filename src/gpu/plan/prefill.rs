@@ -2,8 +2,9 @@
 //! (`model::recipe`), the layer stack over a chunk of up to `ubatch` prompt
 //! tokens at once, built once per session next to the decode plan and
 //! sharing its weights and KV cache. Matrix products go through
-//! matmul.wgsl, which dequantizes each weight unit once per tile of 8
-//! tokens; routed experts are grouped by expert (moe_group.wgsl) so each
+//! matmul_coop.wgsl (cooperative matrices, where the adapter offers them)
+//! or matmul.wgsl, which dequantize each weight unit once per tile of 32 or
+//! 8 tokens; routed experts are grouped by expert (moe_group.wgsl) so each
 //! expert's weights are read once per tile of its tokens. Attention is
 //! causal over the cache: every token of the chunk appends its row first,
 //! then attends over the positions up to its own in one split.
@@ -19,6 +20,7 @@
 //! row of a chunk, for perplexity.
 
 mod buffers;
+mod matmul;
 
 use super::lower::{Lowered, Lowers, Traced};
 use crate::error::{Error, Result};
@@ -26,22 +28,22 @@ use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
 use crate::gpu::ops::{
     self, AttentionBindings, Dispatch, KvAppendBindings, MoeGroupBindings, MoeSumBindings,
-    RmsNormBindings, RouterBindings, MATMUL_ROWS, MATMUL_TILE,
+    RmsNormBindings, RouterBindings,
 };
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
 };
-use crate::gpu::weights::Matrix;
 use crate::model::recipe::{self, Name, Name::*, Recipe};
 use crate::model::{Config, Model};
 use buffers::{Acts, Uniforms};
+use matmul::Mm;
 
 /// How one dimension of a dispatch's grid follows the chunk's token count.
 #[derive(Clone, Copy)]
 enum Dim {
     Fixed(u32),
     Tokens,
-    /// Tiles of MATMUL_TILE consecutive tokens.
+    /// Tiles of `Prefill::tile` consecutive tokens.
     DenseTiles,
     /// The most expert tiles the chunk's assignments can make.
     RoutedTiles,
@@ -55,6 +57,8 @@ struct Op {
 pub struct Prefill {
     /// Most tokens per chunk.
     pub ubatch: usize,
+    /// Rows of x per matmul tile (`ops::matmul_tile`).
+    tile: u32,
     ops: Vec<Op>,
     n_used: u32,
     n_expert: u32,
@@ -97,23 +101,17 @@ impl Prefill {
         match d {
             Dim::Fixed(n) => n,
             Dim::Tokens => n_tok,
-            Dim::DenseTiles => n_tok.div_ceil(MATMUL_TILE),
-            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert),
+            Dim::DenseTiles => n_tok.div_ceil(self.tile),
+            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, self.tile),
         }
     }
 
     /// Write the per-chunk tables for `n_tok` tokens: the dense tiles and
     /// the grouping's params. (Embeddings and steps are the engine's.)
     pub fn write_chunk(&self, gpu: &Gpu, n_tok: u32) {
-        let tiles: Vec<[u32; 4]> = (0..n_tok.div_ceil(MATMUL_TILE))
-            .map(|i| {
-                [
-                    0,
-                    i * MATMUL_TILE,
-                    MATMUL_TILE.min(n_tok - i * MATMUL_TILE),
-                    0,
-                ]
-            })
+        let t = self.tile;
+        let tiles: Vec<[u32; 4]> = (0..n_tok.div_ceil(t))
+            .map(|i| [0, i * t, t.min(n_tok - i * t), 0])
             .collect();
         gpu.queue
             .write_buffer(&self.dense_tiles, 0, bytemuck::cast_slice(&tiles));
@@ -121,8 +119,8 @@ impl Prefill {
         let gp = ops::MoeGroupParams {
             n_assign,
             n_expert: self.n_expert,
-            tile: MATMUL_TILE,
-            max_tiles: ops::max_tiles(n_assign, self.n_expert),
+            tile: self.tile,
+            max_tiles: ops::max_tiles(n_assign, self.n_expert, self.tile),
         };
         gpu.queue
             .write_buffer(&self.group_params, 0, bytemuck::bytes_of(&gp));
@@ -216,39 +214,6 @@ impl Prefill {
     }
 }
 
-/// One matmul's inputs and layout besides the matrix.
-#[derive(Clone, Copy)]
-struct Mm<'a> {
-    x: &'a wgpu::Buffer,
-    y: &'a wgpu::Buffer,
-    gate_up: bool,
-    accum: bool,
-    /// Through the expert tiles (else dense tiles over the chunk).
-    routed: bool,
-    /// floats per row of x and y
-    x_row: usize,
-    y_row: usize,
-    x_div: u32,
-    /// Batched heads: (count, floats between heads' x, between heads' y).
-    heads: (u32, usize, usize),
-}
-
-impl<'a> Mm<'a> {
-    fn new(x: &'a wgpu::Buffer, x_row: usize, y: &'a wgpu::Buffer, y_row: usize) -> Mm<'a> {
-        Mm {
-            x,
-            y,
-            gate_up: false,
-            accum: false,
-            routed: false,
-            x_row,
-            y_row,
-            x_div: 1,
-            heads: (1, 0, 0),
-        }
-    }
-}
-
 struct Builder<'a> {
     gpu: &'a Gpu,
     pipes: &'a Pipelines,
@@ -285,50 +250,6 @@ impl Builder<'_> {
         self.low.added(&d);
         self.ops.push(Op { d, grid });
     }
-
-    fn matmul(&mut self, m: &Matrix, v: Mm) -> Result<()> {
-        for part in &m.parts {
-            let params = ops::MatmulParams {
-                rows: part.rows,
-                units: m.units,
-                mat_units: m.mat_units(part),
-                x_div: v.x_div,
-                x_tok: (v.x_row / 4) as u32,
-                y_tok: v.y_row as u32,
-                x_stride: (v.heads.1 / 4) as u32,
-                y_stride: v.heads.2 as u32,
-                y_off: part.row0,
-                _pad: [0; 3],
-            };
-            let pb = self.gpu.uniform(&m.name, &params);
-            let (tiles, order) = match v.routed {
-                true => (self.routed_tiles, self.routed_order),
-                false => (self.dense_tiles, self.identity),
-            };
-            let bufs = ops::MatmulBindings {
-                p: &pb,
-                x: v.x,
-                y: v.y,
-                tiles,
-                order,
-                weights: &part.buffers,
-            };
-            let o = ops::MatmulOverrides {
-                gate_up: v.gate_up,
-                accum: v.accum,
-            };
-            let d = ops::matmul(self.gpu, self.pipes, m.format, o, &bufs)?
-                .named(m.name.trim_end_matches(".weight"));
-            let tiles = if v.routed {
-                Dim::RoutedTiles
-            } else {
-                Dim::DenseTiles
-            };
-            let rows = Dim::Fixed(part.rows.div_ceil(MATMUL_ROWS));
-            self.add(d, [rows, tiles, Dim::Fixed(v.heads.0)]);
-        }
-        Ok(())
-    }
 }
 
 /// One row per token of the chunk.
@@ -352,12 +273,13 @@ pub fn build(
         .checked_mul(n_used)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
-    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32);
+    let tile = ops::matmul_tile(gpu.caps.coop);
+    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
     let a = Acts::new(gpu, c, u, n_used)?;
-    let p = Uniforms::new(gpu, c, u, n_used, n_assign, max_tiles);
+    let p = Uniforms::new(gpu, c, u, n_used, n_assign, (tile, max_tiles));
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
-    let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(MATMUL_TILE as usize)])?;
+    let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
     let ids: Vec<u32> = (0..u as u32).collect();
     let identity = gpu.storage("pf.identity", bytemuck::cast_slice(&ids))?;
     let mut b = Builder {
@@ -374,6 +296,7 @@ pub fn build(
     let Builder { ops, low, .. } = b;
     Ok(Prefill {
         ubatch,
+        tile,
         ops,
         n_used: n_used as u32,
         n_expert: c.n_expert.max(1) as u32,

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::gpu::context::Gpu;
-use crate::gpu::ops::{self, MATMUL_TILE};
+use crate::gpu::ops;
 use crate::model::Config;
 
 /// The chunk's activations, `ubatch` rows each, and the step records.
@@ -85,7 +85,7 @@ impl Uniforms {
         u: usize,
         n_used: usize,
         n_assign: u32,
-        max_tiles: u32,
+        (tile, max_tiles): (u32, u32),
     ) -> Uniforms {
         let norm = |n: usize| {
             gpu.uniform(
@@ -101,7 +101,7 @@ impl Uniforms {
         let group = ops::MoeGroupParams {
             n_assign,
             n_expert: c.n_expert as u32,
-            tile: MATMUL_TILE,
+            tile,
             max_tiles,
         };
         let sum = ops::MoeSumParams {
