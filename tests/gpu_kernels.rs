@@ -353,6 +353,14 @@ fn matvec_every_format_plain() {
         (Q4_1, 96, 5),
         (Q5_1, 192, 512), // one head of k_b in a Q5_K_M file
         (Q5_1, 32, 3),
+        (Q2K, 2048, 64), // Q2_K / Q3_K / IQ4_XS mixes' expert gate/up
+        (Q2K, 256, 9),
+        (Q3K, 2048, 64),
+        (Q3K, 768, 5),
+        (IQ4XS, 2048, 64),
+        (IQ4XS, 512, 3),
+        (IQ4NL, 192, 64), // k_b rows in an IQ4_XS file
+        (IQ4NL, 96, 5),
     ];
     let tprs: std::collections::BTreeSet<u32> = shapes
         .iter()
@@ -430,6 +438,24 @@ fn matvec_norm_and_accum() {
             y_off: 3,
             ..plain(Q4_0, 256, 33)
         },
+        Case {
+            norm: true,
+            ..plain(Q3K, 512, 9)
+        },
+        Case {
+            accum: true,
+            y_off: 1,
+            ..plain(IQ4NL, 64, 7)
+        },
+        Case {
+            norm: true,
+            accum: true,
+            ..plain(Q2K, 256, 5)
+        },
+        Case {
+            accum: true,
+            ..plain(IQ4XS, 256, 5)
+        },
     ];
     check_all("matvec norm/accum", &cases);
 }
@@ -460,6 +486,10 @@ fn matvec_batched_heads() {
         heads(Q6K, 512, 256, 4, 512, 256),
         heads(BF16, 64, 9, 3, 72, 11),
         heads(Q5_1, 192, 512, 3, 256, 512),
+        heads(IQ4NL, 192, 64, 3, 256, 64),
+        heads(Q3K, 256, 9, 3, 260, 11),
+        heads(Q2K, 256, 5, 2, 256, 5),
+        heads(IQ4XS, 256, 5, 2, 256, 7),
     ];
     check_all("matvec batched", &cases);
 }
@@ -496,6 +526,10 @@ fn matvec_gate_up() {
         experts(Q5_0, 96, 13, 3, 2, 20),
         experts(F16, 64, 9, 3, 2, 9),
         experts(Q4_1, 128, 13, 3, 2, 13),
+        experts(Q2K, 256, 13, 3, 2, 13),
+        experts(Q3K, 512, 9, 3, 2, 9),
+        experts(IQ4XS, 256, 9, 3, 2, 9),
+        experts(IQ4NL, 64, 9, 3, 2, 9),
     ];
     check_all("matvec gate+up", &cases);
 }
@@ -539,6 +573,10 @@ fn matvec_weighted_sum() {
         down(F16, 96, 13, 3, 2),
         down(BF16, 32, 5, 3, 3),
         down(Q5_1, 96, 9, 4, 3),
+        down(Q2K, 256, 9, 3, 2),
+        down(Q3K, 256, 9, 4, 3),
+        down(IQ4XS, 512, 5, 3, 2),
+        down(IQ4NL, 64, 9, 4, 3),
     ];
     check_all("matvec weighted sum", &cases);
 }
@@ -589,6 +627,17 @@ fn legacy_repacks_and_q6_k_pad_keep_every_byte() {
     assert_eq!(s, vec![0, 1, 2, 3, 20, 21, 22, 23]);
     assert_eq!(&n[16..], &blocks[24..40]);
     assert!(repack::repack_q4_1(&blocks[..19]).is_err());
+    let (s, n) = repack::repack_iq4_nl(&blocks[..36]).unwrap();
+    assert_eq!(s, vec![0, 1, 18, 19]);
+    assert_eq!(&n[16..], &blocks[20..36]);
+    assert!(repack::repack_iq4_nl(&blocks[..17]).is_err());
+    let blocks: Vec<u8> = (0..110 * 2).map(|i| (i % 251) as u8).collect();
+    let p = repack::pad_q3_k(&blocks).unwrap();
+    assert_eq!(p.len(), 224);
+    assert_eq!(&p[..110], &blocks[..110]);
+    assert_eq!(&p[110..112], &[0, 0]);
+    assert_eq!(&p[112..222], &blocks[110..]);
+    assert!(repack::pad_q3_k(&blocks[..109]).is_err());
 }
 
 /// The embedding gather (embed.wgsl) against the dequantized rows: every
@@ -612,6 +661,10 @@ fn embed_gathers_rows_of_every_format() {
         Format::Q4K,
         Format::Q5K,
         Format::Q6K,
+        Format::Q2K,
+        Format::Q3K,
+        Format::IQ4NL,
+        Format::IQ4XS,
     ]
     .into_iter()
     .enumerate()
