@@ -103,7 +103,9 @@ fn greedy_generation_matches_reference() {
 /// The tiny model in each published mix decodes and prefills on the GPU as
 /// the reference does, in both variants. Q4_K_M: Q4_K, Q5_0 where a row is
 /// not a multiple of 256, Q6_K output and down projections; Q5_K_M the
-/// same with Q5_K and Q5_1; Q6_K falls back to Q8_0.
+/// same with Q5_K and Q5_1; Q6_K falls back to Q8_0. Q2_K, Q3_K_M and
+/// IQ4_XS fall back to IQ4_NL; Q2_K has Q3_K down / attn_output, Q3_K_M
+/// Q4_K (Q5_0 where 256 does not divide the row).
 #[test]
 fn every_mix_matches_reference() {
     use glmw::synth::Mix;
@@ -114,6 +116,12 @@ fn every_mix_matches_reference() {
         (Mix::Q8_0, &["F32", "Q8_0"]),
         (Mix::F16, &["F16", "F32"]),
         (Mix::BF16, &["BF16", "F32"]),
+        (Mix::Q2K, &["F32", "IQ4_NL", "Q2_K", "Q3_K", "Q6_K"]),
+        (
+            Mix::Q3KM,
+            &["F32", "IQ4_NL", "Q3_K", "Q4_K", "Q5_0", "Q6_K"],
+        ),
+        (Mix::IQ4XS, &["F32", "IQ4_NL", "IQ4_XS", "Q6_K"]),
     ] {
         let path = common::tiny_in(mix);
         let file = glmw::gguf::GgufFile::open(&path).unwrap();

@@ -295,6 +295,10 @@ fn matmul_every_format_dense() {
         (Q4K, 256),
         (Q5K, 256),
         (Q6K, 512),
+        (Q2K, 256),
+        (Q3K, 512),
+        (IQ4NL, 160),
+        (IQ4XS, 256),
     ]
     .iter()
     .map(|&(f, cols)| dense(f, cols, 70, 19))
@@ -357,6 +361,10 @@ fn matmul_gate_up_and_accum() {
         gate_up(F16, 96, 13, 5),
         accum(BF16, 64, 70, 10),
         gate_up(Q4_1, 96, 13, 5),
+        gate_up(Q2K, 256, 13, 5),
+        accum(Q3K, 256, 33, 9),
+        gate_up(IQ4XS, 512, 13, 9),
+        accum(IQ4NL, 96, 70, 10),
         Case {
             y_tok: 75,
             y_off: 2,
@@ -395,6 +403,8 @@ fn matmul_batched_heads() {
         heads(Q5_0, 192, 70, 3, 256, 70, 19),
         heads(Q4K, 256, 9, 2, 256, 9, 10),
         heads(Q5_1, 192, 70, 3, 256, 70, 19),
+        heads(IQ4NL, 192, 70, 3, 256, 70, 19),
+        heads(Q3K, 256, 9, 2, 256, 9, 10),
     ];
     check_dense("matmul batched heads", &cases);
 }
@@ -628,6 +638,8 @@ fn moe_routed_group_matmuls_and_sum() {
         moe(Q5K, Q6K, 256, 256, 21),
         moe(Q4K, Q6K, 256, 512, 21),
         moe(Q4K, Q5_0, 96, 256, 9),
+        moe(Q2K, Q3K, 256, 256, 9),
+        moe(IQ4XS, IQ4NL, 256, 96, 9),
         // fewer assignments than max_tiles' n_expert term
         moe(Q8_0, Q4_0, 64, 160, 3),
         Moe {

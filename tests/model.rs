@@ -66,6 +66,44 @@ fn glm_flash_k_mixes_follow_llama_quantize() {
     );
 }
 
+/// llama.cpp's Q2_K, Q3_K_M and IQ4_XS choices on the full-size layout
+/// (64 experts: attn_output takes the non-8-expert rule): IQ4_NL for
+/// attn_k_b, Q6_K output; Q2_K: Q3_K for the 93 ffn_down tensors and 47
+/// attn_output; Q3_K_M: Q5_K ffn_down in layers 0-1 (47 / 16 = 2), Q4_K the
+/// other ffn_down and attn_output.
+#[test]
+fn glm_flash_low_bit_mixes_follow_llama_quantize() {
+    use GgmlType::*;
+    for (mix, want) in [
+        (
+            Mix::Q2K,
+            [(IQ4_NL, 47), (Q6_K, 1), (Q3_K, 140), (Q2_K, 375)],
+        ),
+        (
+            Mix::Q3KM,
+            [(IQ4_NL, 47), (Q5_K, 3), (Q4_K, 137), (Q3_K, 375)],
+        ),
+        (
+            Mix::IQ4XS,
+            [(IQ4_NL, 47), (Q6_K, 1), (IQ4_XS, 515), (F32, 281)],
+        ),
+    ] {
+        let (md, specs) = synth::plan(Preset::Glm47Flash, mix, 0);
+        for (t, n) in want {
+            let got = specs.iter().filter(|s| s.ggml_type == t).count();
+            assert_eq!(got, n, "{mix:?} {t}");
+        }
+        let ft = md.iter().find(|(k, _)| k == "general.file_type");
+        assert!(matches!(ft, Some((_, Value::U32(f))) if *f == mix.file_type()));
+    }
+    let (_, specs) = synth::plan(Preset::Glm47Flash, Mix::Q3KM, 0);
+    let ty = |name: &str| specs.iter().find(|s| s.name == name).unwrap().ggml_type;
+    assert_eq!(ty("blk.1.ffn_down_shexp.weight"), Q5_K);
+    assert_eq!(ty("blk.2.ffn_down_exps.weight"), Q4_K);
+    assert_eq!(ty("blk.5.attn_output.weight"), Q4_K);
+    assert_eq!(ty("token_embd.weight"), Q3_K);
+}
+
 #[test]
 fn glm_flash_preset_has_the_real_layout() {
     let (md, specs) = synth::plan(Preset::Glm47Flash, Mix::Q4_0, 0);

@@ -316,6 +316,11 @@ const BOUNDS: &[(GgmlType, f64)] = &[
     (GgmlType::Q4_K, 0.079),
     (GgmlType::Q5_K, 0.040),
     (GgmlType::Q6_K, 0.0196),
+    // round-to-nearest (quant/rtn.rs), no scale search
+    (GgmlType::Q2_K, 0.365),
+    (GgmlType::Q3_K, 0.20),
+    (GgmlType::IQ4_NL, 0.088),
+    (GgmlType::IQ4_XS, 0.089),
 ];
 
 #[test]
@@ -425,8 +430,8 @@ fn bad_arguments_are_errors() {
     let mut q = vec![1u8];
     assert!(inv(quantize_into(GgmlType::Q4_0, &[0.0; 31], &mut q)));
     assert!(inv(quantize_into(GgmlType::Q4_K, &[0.0; 255], &mut q)));
-    assert!(uns(quantize_into(GgmlType::Q2_K, &[0.0; 256], &mut q)));
-    assert!(uns(quantize_into(GgmlType::IQ4_NL, &[0.0; 32], &mut q)));
+    assert!(uns(quantize_into(GgmlType::Q8_1, &[0.0; 32], &mut q)));
+    assert!(uns(quantize_into(GgmlType::I32, &[0.0; 32], &mut q)));
     assert_eq!(
         q,
         vec![1u8],

@@ -167,11 +167,12 @@ enum Command {
         /// Random seed; the same seed gives the same file.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Quant mix: q4_0 (the Unsloth Q4_0 file's layout), q4_k_m, q5_k_m
-        /// or q6_k (llama-quantize's choices for this architecture), q8_0,
-        /// f16 or bf16 (every matrix in that type).
+        /// Quant mix: q4_0 (the Unsloth Q4_0 file's layout), q4_k_m, q5_k_m,
+        /// q6_k, q2_k, q3_k_m or iq4_xs (llama-quantize's choices for this
+        /// architecture), q8_0, f16 or bf16 (every matrix in that type).
         #[arg(long, default_value = "q4_0",
-              value_parser = ["q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "bf16"])]
+              value_parser = ["q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "bf16",
+                              "q2_k", "q3_k_m", "iq4_xs"])]
         mix: String,
     },
 }

@@ -29,6 +29,10 @@ pub enum Format {
     Q4K,
     Q5K,
     Q6K,
+    Q2K,
+    Q3K,
+    IQ4NL,
+    IQ4XS,
 }
 
 /// How a binding is declared in the shader (and so the state wgpu tracks

@@ -15,9 +15,12 @@
 //! Total size stays 18 bytes per block (plus 2 bytes when the block count is
 //! odd), and every load is aligned. Q8_0 (34 B) and Q5_0 (22 B: f16 d, then
 //! qh and qs) split the same way after their 2-byte scale, Q4_1 (20 B) and
-//! Q5_1 (24 B) after their 4-byte scale and min. Q6_K's 210-byte
-//! super-blocks are padded to 212. The other formats need nothing: floats,
-//! and Q4_K / Q5_K, whose 144- and 176-byte super-blocks are whole vec4s.
+//! Q5_1 (24 B) after their 4-byte scale and min; IQ4_NL has Q4_0's block
+//! (its nibbles index a codebook) and splits as Q4_0 does. Q6_K's 210-byte
+//! super-blocks are padded to 212 and Q3_K's 110-byte ones to 112. The other
+//! formats need nothing: floats, Q4_K / Q5_K, whose 144- and 176-byte
+//! super-blocks are whole vec4s, and Q2_K / IQ4_XS (84 and 136 bytes, whole
+//! words).
 
 use crate::error::{Error, Result};
 
@@ -52,16 +55,17 @@ pub fn split_into(blocks: &[u8], head: usize, tail: usize, heads: &mut [u8], tai
     });
 }
 
-/// Q6_K blocks (210 B) into `out` with 212-byte strides, on all cores.
-pub fn pad_q6_k_into(blocks: &[u8], out: &mut [u8]) {
-    let n = blocks.len() / 210;
+/// `from`-byte blocks into `out` with `to`-byte strides (zero tails), on
+/// all cores.
+fn pad_into(blocks: &[u8], from: usize, to: usize, out: &mut [u8]) {
+    let n = blocks.len() / from;
     let per = n.div_ceil(threads_for(n)).max(1);
     std::thread::scope(|s| {
-        for (src, dst) in blocks.chunks(per * 210).zip(out.chunks_mut(per * 212)) {
+        for (src, dst) in blocks.chunks(per * from).zip(out.chunks_mut(per * to)) {
             s.spawn(move || {
-                for (b, o) in src.chunks_exact(210).zip(dst.chunks_exact_mut(212)) {
-                    o[..210].copy_from_slice(b);
-                    o[210..].fill(0);
+                for (b, o) in src.chunks_exact(from).zip(dst.chunks_exact_mut(to)) {
+                    o[..from].copy_from_slice(b);
+                    o[from..].fill(0);
                 }
             });
         }
@@ -114,6 +118,12 @@ pub fn repack_q4_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     split(blocks, 2, 16, "Q4_0")
 }
 
+/// Split GGUF IQ4_NL blocks (f16 scale + 16 bytes of 4-bit codebook
+/// indices, 18 B: Q4_0's layout) into (scales, nibbles) as for Q4_0.
+pub fn repack_iq4_nl(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    split(blocks, 2, 16, "IQ4_NL")
+}
+
 /// Split GGUF Q8_0 blocks (f16 scale + 32 signed bytes, 34 B) into scales
 /// (two f16 per word, as for Q4_0) and quants (32 bytes per block, unchanged).
 pub fn repack_q8_0(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
@@ -145,8 +155,18 @@ pub fn repack_q5_1(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
 /// Pad each 210-byte Q6_K super-block to 212 bytes so every block starts on
 /// a word (shaders/q6_k.wgsl reads it as `array<u32>`).
 pub fn pad_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
-    let n = whole(blocks, 210, "Q6_K")?;
-    let mut out = vec![0u8; 212 * n];
-    pad_q6_k_into(blocks, &mut out);
+    pad(blocks, 210, 212, "Q6_K")
+}
+
+/// Pad each 110-byte Q3_K super-block to 112 bytes (28 words) so every
+/// block starts on a word (shaders/q3_k.wgsl reads it as `array<u32>`).
+pub fn pad_q3_k(blocks: &[u8]) -> Result<Vec<u8>> {
+    pad(blocks, 110, 112, "Q3_K")
+}
+
+fn pad(blocks: &[u8], from: usize, to: usize, what: &str) -> Result<Vec<u8>> {
+    let n = whole(blocks, from, what)?;
+    let mut out = vec![0u8; to * n];
+    pad_into(blocks, from, to, &mut out);
     Ok(out)
 }

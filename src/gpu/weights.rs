@@ -63,9 +63,13 @@ fn format_of(t: &TensorInfo) -> Result<Format> {
         GgmlType::Q4_K => Ok(Format::Q4K),
         GgmlType::Q5_K => Ok(Format::Q5K),
         GgmlType::Q6_K => Ok(Format::Q6K),
+        GgmlType::Q2_K => Ok(Format::Q2K),
+        GgmlType::Q3_K => Ok(Format::Q3K),
+        GgmlType::IQ4_NL => Ok(Format::IQ4NL),
+        GgmlType::IQ4_XS => Ok(Format::IQ4XS),
         other => Err(Error::Unsupported(format!(
             "tensor {} is {}; the GPU engine reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, \
-             Q8_0, Q4_K, Q5_K and Q6_K matrices",
+             Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS matrices",
             t.name,
             other.name()
         ))),
@@ -74,10 +78,11 @@ fn format_of(t: &TensorInfo) -> Result<Format> {
 
 /// Raw GGUF blocks → the arrays `format`'s kernel binds (the tests upload
 /// their random matrices through it too). The legacy blocks (Q4_0, Q4_1,
-/// Q5_0, Q5_1, Q8_0) are split into aligned scale and quant arrays and Q6_K is padded to whole
-/// words (`repack.rs` draws each layout); the float formats and Q4_K / Q5_K
-/// (super-blocks of 144 and 176 bytes, already vec4 / word aligned) are
-/// read as the file has them.
+/// Q5_0, Q5_1, Q8_0, IQ4_NL) are split into aligned scale and quant arrays
+/// and Q6_K / Q3_K are padded to whole words (`repack.rs` draws each
+/// layout); the float formats and Q2_K / Q4_K / Q5_K / IQ4_XS (super-blocks
+/// of 84, 144, 176 and 136 bytes, already word aligned) are read as the
+/// file has them.
 pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
     let pair = |(a, b)| vec![a, b];
     Ok(match format {
@@ -86,10 +91,16 @@ pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
         Format::Q5_0 => pair(repack::repack_q5_0(raw)?),
         Format::Q5_1 => pair(repack::repack_q5_1(raw)?),
         Format::Q8_0 => pair(repack::repack_q8_0(raw)?),
-        Format::F32 | Format::F16 | Format::BF16 | Format::Q4K | Format::Q5K => {
-            vec![raw.to_vec()]
-        }
+        Format::IQ4NL => pair(repack::repack_iq4_nl(raw)?),
+        Format::F32
+        | Format::F16
+        | Format::BF16
+        | Format::Q2K
+        | Format::Q4K
+        | Format::Q5K
+        | Format::IQ4XS => vec![raw.to_vec()],
         Format::Q6K => vec![repack::pad_q6_k(raw)?],
+        Format::Q3K => vec![repack::pad_q3_k(raw)?],
     })
 }
 

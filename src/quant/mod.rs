@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 
 mod kquants;
 mod legacy;
+mod rtn;
 
 /// A ggml tensor type id as stored in GGUF tensor-info records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -332,6 +333,10 @@ pub fn can_quantize(ty: GgmlType) -> bool {
             | GgmlType::Q4_K
             | GgmlType::Q5_K
             | GgmlType::Q6_K
+            | GgmlType::Q2_K
+            | GgmlType::Q3_K
+            | GgmlType::IQ4_NL
+            | GgmlType::IQ4_XS
     )
 }
 
@@ -339,7 +344,9 @@ pub fn can_quantize(ty: GgmlType) -> bool {
 ///
 /// The legacy types (and F16/BF16) reproduce ggml's `quantize_row_*_ref` and
 /// gguf-py's `quants.quantize` byte for byte. Q4_K/Q5_K/Q6_K follow ggml's
-/// reference (no importance matrix) quantizers.
+/// reference (no importance matrix) quantizers. Q2_K, Q3_K, IQ4_NL and
+/// IQ4_XS are plain round-to-nearest (`rtn.rs`): valid blocks, not
+/// llama-quantize's bytes.
 pub fn quantize_into(ty: GgmlType, src: &[f32], out: &mut Vec<u8>) -> Result<()> {
     if !can_quantize(ty) {
         return Err(Error::Unsupported(format!(
@@ -366,6 +373,14 @@ pub fn quantize_into(ty: GgmlType, src: &[f32], out: &mut Vec<u8>) -> Result<()>
         GgmlType::Q4_K => each_block_q::<{ k::QK_K }, { k::Q4_K_BYTES }>(src, dst, k::quant_q4_k),
         GgmlType::Q5_K => each_block_q::<{ k::QK_K }, { k::Q5_K_BYTES }>(src, dst, k::quant_q5_k),
         GgmlType::Q6_K => each_block_q::<{ k::QK_K }, { k::Q6_K_BYTES }>(src, dst, k::quant_q6_k),
+        GgmlType::Q2_K => each_block_q::<{ k::QK_K }, { k::Q2_K_BYTES }>(src, dst, rtn::quant_q2_k),
+        GgmlType::Q3_K => each_block_q::<{ k::QK_K }, { k::Q3_K_BYTES }>(src, dst, rtn::quant_q3_k),
+        GgmlType::IQ4_NL => {
+            each_block_q::<{ l::QK }, { l::IQ4_NL_BYTES }>(src, dst, rtn::quant_iq4_nl)
+        }
+        GgmlType::IQ4_XS => {
+            each_block_q::<{ k::QK_K }, { k::IQ4_XS_BYTES }>(src, dst, rtn::quant_iq4_xs)
+        }
         // can_quantize() lists exactly the arms above.
         _ => {
             out.truncate(start);

@@ -1,13 +1,16 @@
 //! Quant mixes: which GGML type each tensor of a preset gets. `Q4_0` is the
 //! layout of the Unsloth Q4_0 file the presets were drawn from (the types
 //! `presets.rs` writes); the others re-type it as llama.cpp writes the files
-//! people download: `Q4KM`, `Q5KM` and `Q6K` by `llama-quantize`'s rules
+//! people download: `Q4KM`, `Q5KM`, `Q6K`, `Q2K`, `Q3KM` and `IQ4XS` by
+//! `llama-quantize`'s rules
 //! for this architecture (src/llama-quant.cpp: `llama_tensor_get_type_impl`
 //! and `tensor_type_fallback`), `Q8_0`, `F16` and `BF16` every matrix in
 //! that type (llama-quantize Q8_0 keeps the output head in Q8_0 too;
 //! convert's f16 / bf16 keep the router in F32). Vectors and the router stay F32 in every mix.
 
-use crate::quant::GgmlType::{self, BF16, F16, F32, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0};
+use crate::quant::GgmlType::{
+    self, BF16, F16, F32, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mix {
@@ -18,10 +21,13 @@ pub enum Mix {
     Q8_0,
     F16,
     BF16,
+    Q2K,
+    Q3KM,
+    IQ4XS,
 }
 
 impl Mix {
-    pub const ALL: [Mix; 7] = [
+    pub const ALL: [Mix; 10] = [
         Mix::Q4_0,
         Mix::Q4KM,
         Mix::Q5KM,
@@ -29,6 +35,9 @@ impl Mix {
         Mix::Q8_0,
         Mix::F16,
         Mix::BF16,
+        Mix::Q2K,
+        Mix::Q3KM,
+        Mix::IQ4XS,
     ];
 
     /// llama.cpp's name for the file type.
@@ -41,6 +50,9 @@ impl Mix {
             Mix::Q8_0 => "q8_0",
             Mix::F16 => "f16",
             Mix::BF16 => "bf16",
+            Mix::Q2K => "q2_k",
+            Mix::Q3KM => "q3_k_m",
+            Mix::IQ4XS => "iq4_xs",
         }
     }
 
@@ -58,6 +70,9 @@ impl Mix {
             Mix::Q8_0 => 7,
             Mix::F16 => 1,
             Mix::BF16 => 32,
+            Mix::Q2K => 10,
+            Mix::Q3KM => 12,
+            Mix::IQ4XS => 30,
         }
     }
 
@@ -80,6 +95,29 @@ impl Mix {
             Mix::Q8_0 => Q8_0,
             Mix::F16 => F16,
             Mix::BF16 => BF16,
+            Mix::Q2K | Mix::Q3KM | Mix::IQ4XS => fallback(self.low_mix(name, n_layer), dims[0]),
+        }
+    }
+
+    /// llama.cpp's Q2_K / Q3_K_M / IQ4_XS choice before the shape fallback
+    /// (this model has 64 experts, so attn_output takes the non-8-expert
+    /// rule): Q6_K output head; Q2_K: Q3_K ffn_down (every kind) and
+    /// attn_output, Q2_K the rest; Q3_K_M: ffn_down Q5_K in the first
+    /// sixteenth of the layers and Q4_K after, attn_output Q4_K, Q3_K the
+    /// rest; IQ4_XS: IQ4_XS everywhere else.
+    fn low_mix(self, name: &str, n_layer: usize) -> GgmlType {
+        if name == "output.weight" {
+            return Q6_K;
+        }
+        let down = name.contains("ffn_down");
+        let attn_out = name.contains("attn_output.weight");
+        match (self, layer_of(name)) {
+            (Mix::Q2K, _) if down || attn_out => Q3_K,
+            (Mix::Q2K, _) => Q2_K,
+            (Mix::Q3KM, Some(il)) if down && il < n_layer / 16 => Q5_K,
+            (Mix::Q3KM, _) if down || attn_out => Q4_K,
+            (Mix::Q3KM, _) => Q3_K,
+            _ => IQ4_XS,
         }
     }
 }
@@ -94,14 +132,17 @@ fn k_mix(name: &str, n_layer: usize, base: GgmlType) -> GgmlType {
     if name == "output.weight" {
         return Q6_K;
     }
-    let layer = name
-        .strip_prefix("blk.")
-        .and_then(|r| r.split('.').next())
-        .and_then(|l| l.parse::<usize>().ok());
-    match layer {
+    match layer_of(name) {
         Some(il) if name.contains("ffn_down") && use_more_bits(il, n_layer) => Q6_K,
         _ => base,
     }
+}
+
+/// The block index of a `blk.N.…` tensor name.
+fn layer_of(name: &str) -> Option<usize> {
+    name.strip_prefix("blk.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|l| l.parse::<usize>().ok())
 }
 
 /// The first and last eighth of the layers and every third one between.
@@ -111,7 +152,8 @@ fn use_more_bits(il: usize, n_layer: usize) -> bool {
 }
 
 /// A row (`ne0` weights) that the chosen type's block does not divide falls
-/// back to a 32-weight type (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and
+/// back to a 32-weight type (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K,
+/// Q3_K and IQ4_XS to IQ4_NL), and
 /// to F16 if even that does not divide it.
 fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
     if ne0 % ty.block_size() == 0 {
@@ -120,6 +162,7 @@ fn fallback(ty: GgmlType, ne0: u64) -> GgmlType {
     let small = match ty {
         Q4_K => Q5_0,
         Q5_K => Q5_1,
+        Q2_K | Q3_K | IQ4_XS => IQ4_NL,
         _ => Q8_0,
     };
     if ne0 % small.block_size() == 0 {

@@ -176,6 +176,10 @@ pub fn ggml(fmt: Format) -> GgmlType {
         Format::Q4K => GgmlType::Q4_K,
         Format::Q5K => GgmlType::Q5_K,
         Format::Q6K => GgmlType::Q6_K,
+        Format::Q2K => GgmlType::Q2_K,
+        Format::Q3K => GgmlType::Q3_K,
+        Format::IQ4NL => GgmlType::IQ4_NL,
+        Format::IQ4XS => GgmlType::IQ4_XS,
     }
 }
 
