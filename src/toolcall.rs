@@ -13,7 +13,7 @@ const CALL: &str = "<tool_call>";
 const CALL_END: &str = "</tool_call>";
 
 /// A function call the model asked for.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolCall {
     pub name: String,
     /// The arguments as a JSON object's text (OpenAI's `arguments`).

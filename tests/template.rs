@@ -153,3 +153,50 @@ fn template_in_the_file_is_used() {
     // Pieces are byte-level BPE text; the ASCII here reads the same.
     assert_eq!(text.replace('Ġ', " "), want);
 }
+
+const TOOLS: &str = r#"[{"type": "function", "function": {"name": "lookup", "parameters": {"properties": {"q": {"type": "string"}}, "type": "object"}}}]"#;
+
+/// A tool call, then two results: OpenAI's messages as the server gets them.
+fn tool_turns() -> Vec<ChatMessage> {
+    let mut call = ChatMessage::assistant("");
+    call.tool_calls.push(glmw::toolcall::ToolCall {
+        name: "lookup".into(),
+        arguments: r#"{"n": 2, "q": "Enos"}"#.into(),
+    });
+    vec![
+        ChatMessage::user("Who?"),
+        call,
+        ChatMessage::tool("Seth"),
+        ChatMessage::tool("Adam"),
+    ]
+}
+
+#[test]
+fn glm46_tools_and_tool_turns_render_as_jinja2_does() {
+    // Jinja2 with HF's `tojson` (json.dumps, ensure_ascii off).
+    let want = "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"lookup\", \"parameters\": {\"properties\": {\"q\": {\"type\": \"string\"}}, \"type\": \"object\"}}}\n</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n</tool_call><|user|>\nWho?<|assistant|>\n<think></think>\n<tool_call>lookup\n<arg_key>n</arg_key>\n<arg_value>2</arg_value>\n<arg_key>q</arg_key>\n<arg_value>Enos</arg_value>\n</tool_call><|observation|>\n<tool_response>\nSeth\n</tool_response>\n<tool_response>\nAdam\n</tool_response><|assistant|>";
+    let t = ChatTemplate::new(GLM46);
+    let parts = t
+        .render_parts_with_tools(&tool_turns(), Some(TOOLS), true, true)
+        .unwrap();
+    assert_eq!(text(&parts), want);
+}
+
+#[test]
+fn builtin_template_renders_tool_calls_the_parser_reads_back() {
+    let t = ChatTemplate::glm();
+    let out = text(
+        &t.render_parts_with_tools(&tool_turns(), Some(TOOLS), true, false)
+            .unwrap(),
+    );
+    let turns = "<|user|>Who?<|assistant|></think><tool_call>lookup<arg_key>n</arg_key><arg_value>2</arg_value><arg_key>q</arg_key><arg_value>Enos</arg_value></tool_call><|observation|><tool_response>Seth</tool_response><tool_response>Adam</tool_response><|assistant|></think>";
+    assert!(out.ends_with(turns), "{out}");
+    assert!(out.contains(r#"{"type": "function", "function": {"name": "lookup""#));
+    let body = turns
+        .split("<tool_call>")
+        .nth(1)
+        .and_then(|b| b.split("</tool_call>").next())
+        .unwrap();
+    let call = glmw::toolcall::parse_call(body).unwrap();
+    assert_eq!(call.arguments, r#"{"n":2,"q":"Enos"}"#);
+}

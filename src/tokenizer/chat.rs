@@ -3,12 +3,15 @@
 
 use super::template::ChatTemplate;
 use crate::error::Result;
+use crate::toolcall::ToolCall;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     System,
     User,
     Assistant,
+    /// A tool's result, answering the assistant's tool call.
+    Tool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +20,8 @@ pub struct ChatMessage {
     pub content: String,
     /// The assistant's thinking for that turn, when the caller kept it.
     pub reasoning: Option<String>,
+    /// The assistant's tool calls in that turn.
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl ChatMessage {
@@ -25,6 +30,7 @@ impl ChatMessage {
             role: Role::System,
             content: text.into(),
             reasoning: None,
+            tool_calls: Vec::new(),
         }
     }
     pub fn user(text: impl Into<String>) -> Self {
@@ -32,6 +38,7 @@ impl ChatMessage {
             role: Role::User,
             content: text.into(),
             reasoning: None,
+            tool_calls: Vec::new(),
         }
     }
     pub fn assistant(text: impl Into<String>) -> Self {
@@ -39,6 +46,16 @@ impl ChatMessage {
             role: Role::Assistant,
             content: text.into(),
             reasoning: None,
+            tool_calls: Vec::new(),
+        }
+    }
+    /// A tool's result.
+    pub fn tool(text: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Tool,
+            content: text.into(),
+            reasoning: None,
+            tool_calls: Vec::new(),
         }
     }
 }
@@ -98,6 +115,7 @@ mod tests {
             role: Role::Assistant,
             content: content.into(),
             reasoning: reasoning.map(Into::into),
+            tool_calls: Vec::new(),
         }
     }
 

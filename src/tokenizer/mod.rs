@@ -357,7 +357,21 @@ impl Tokenizer {
     /// `messages` in the model's chat template, ending with the assistant's
     /// turn (`thinking`: the template's `enable_thinking`), as ids.
     pub fn encode_messages(&self, messages: &[ChatMessage], thinking: bool) -> Result<Vec<u32>> {
-        self.encode_chat(&self.template.render_parts(messages, true, thinking)?)
+        self.encode_messages_with_tools(messages, None, thinking)
+    }
+
+    /// `encode_messages` with `tools` (OpenAI's tool definitions, a JSON
+    /// list's text) in the template's tools section.
+    pub fn encode_messages_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&str>,
+        thinking: bool,
+    ) -> Result<Vec<u32>> {
+        let parts = self
+            .template
+            .render_parts_with_tools(messages, tools, true, thinking)?;
+        self.encode_chat(&parts)
     }
 
     /// Text -> ids. With `parse_special`, the text of every control token
