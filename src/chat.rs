@@ -9,7 +9,7 @@ use crate::engine::Candidates;
 use crate::error::{Error, Result};
 use crate::session::Session;
 pub use crate::session::Stop;
-use crate::tokenizer::{render_chat_parts, ChatMessage, ChatPart};
+use crate::tokenizer::{ChatMessage, ChatPart};
 
 /// One assistant reply.
 #[derive(Clone, Debug)]
@@ -80,12 +80,22 @@ impl Chat {
     /// and the assistant prefix. Message text stays apart from the
     /// markers, so it is encoded as plain text (a user cannot type a turn
     /// marker into the conversation).
-    fn turn_parts(&self, user: &str) -> Vec<ChatPart> {
-        let mut parts = render_chat_parts(&[ChatMessage::user(user)], true, self.thinking);
-        if let Some(first) = parts.first_mut() {
-            first.text = first.text.trim_start_matches("[gMASK]<sop>").to_string();
+    /// The template's opening (what it renders for no messages, e.g.
+    /// `[gMASK]<sop>` or a BOS) is already in the cache, so it is cut off.
+    fn turn_parts(&self, user: &str) -> Result<Vec<ChatPart>> {
+        let t = self.session.tokenizer().chat_template();
+        let start: String = t
+            .render_parts(&[], false, self.thinking)?
+            .into_iter()
+            .map(|p| p.text)
+            .collect();
+        let mut parts = t.render_parts(&[ChatMessage::user(user)], true, self.thinking)?;
+        if let Some(first) = parts.first_mut().filter(|p| p.special) {
+            if let Some(rest) = first.text.strip_prefix(start.as_str()) {
+                first.text = rest.to_string();
+            }
         }
-        parts
+        Ok(parts)
     }
 
     /// The whole prompt: system message, kept turns, `user`'s turn.
@@ -111,7 +121,7 @@ impl Chat {
             let ids = self
                 .session
                 .tokenizer()
-                .encode_chat(&self.turn_parts(user))?;
+                .encode_chat(&self.turn_parts(user)?)?;
             if pos + ids.len() <= limit {
                 return Ok((ids, pos, 0));
             }

@@ -23,6 +23,9 @@ pub enum Error {
     Model(String),
     /// Tokenizer construction or use failed.
     Tokenizer(String),
+    /// The chat template could not be rendered (bad syntax, the template's
+    /// own `raise_exception`, too much work).
+    Template(String),
     /// A caller passed an invalid argument (bad flag value, bad token id).
     InvalidArgument(String),
     /// The context window is full.
@@ -72,6 +75,7 @@ impl fmt::Display for Error {
             Error::Unsupported(m) => write!(f, "unsupported: {m}"),
             Error::Model(m) => write!(f, "invalid model: {m}"),
             Error::Tokenizer(m) => write!(f, "tokenizer: {m}"),
+            Error::Template(m) => write!(f, "chat template: {m}"),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::ContextFull { n_ctx } => write!(
                 f,

@@ -62,6 +62,7 @@ pub mod shared;
 #[doc(hidden)]
 pub mod synth;
 pub mod tokenizer;
+pub mod toolcall;
 
 pub use engine::Memory;
 pub use error::{Error, Result};

@@ -27,7 +27,7 @@ impl Drop for Server {
 fn start() -> (Server, String) {
     common::gpu(); // fails with the lavapipe hint when there is no adapter
     let child = Command::new(env!("CARGO_BIN_EXE_glmw"))
-        .args(["serve", "--port", "0", "--parallel", "2", "-c", "256"])
+        .args(["serve", "--port", "0", "--parallel", "2", "-c", "512"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

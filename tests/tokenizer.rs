@@ -178,7 +178,8 @@ fn chat_prompt_encodes_to_glm_prefix() {
         &[ChatMessage::system("Be brief."), ChatMessage::user("Hello")],
         true,
         true,
-    );
+    )
+    .unwrap();
     assert_eq!(
         prompt,
         "[gMASK]<sop><|system|>Be brief.<|user|>Hello<|assistant|><think>"
@@ -186,7 +187,7 @@ fn chat_prompt_encodes_to_glm_prefix() {
     let ids = t.encode(&prompt, true).unwrap();
     assert_eq!(&ids[..3], &[154822, 154824, 154826]);
     assert_eq!(*ids.last().unwrap(), 154841);
-    let no_think = render_chat(&[ChatMessage::user("Hello")], true, false);
+    let no_think = render_chat(&[ChatMessage::user("Hello")], true, false).unwrap();
     assert_eq!(no_think, "[gMASK]<sop><|user|>Hello<|assistant|></think>");
     assert_eq!(*t.encode(&no_think, true).unwrap().last().unwrap(), 154842);
 }

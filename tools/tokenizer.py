@@ -39,8 +39,10 @@ GLM_SPECIALS = [
     "</arg_value>", "/nothink", "<|begin_of_box|>", "<|end_of_box|>", "<|image|>", "<|video|>",
 ]
 
-# glmw src/synth/presets.rs CHAT_TEMPLATE (glmw renders GLM's template in Rust;
-# this string is for tools that print or inspect it).
+# A stand-in: glmw renders chats with the file's template, and the shipped
+# tools/model/glmw-tiny-q4_0.gguf carries glmw's GLM_TEMPLATE
+# (src/tokenizer/template.rs) instead; copy that text here before exporting
+# a new built-in model.
 CHAT_TEMPLATE = ("[gMASK]<sop>{%- for m in messages -%}<|{{ m.role }}|>{{ m.content }}{%- endfor -%}"
                  "{%- if add_generation_prompt -%}<|assistant|><think>{%- endif -%}")
 

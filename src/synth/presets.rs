@@ -263,12 +263,6 @@ fn tensors(s: &Shape, mix: Mix) -> Vec<SynthTensor> {
     v
 }
 
-/// A stand-in chat template: glmw renders GLM's template in Rust, so this is
-/// only for tools that print or inspect it.
-const CHAT_TEMPLATE: &str =
-    "[gMASK]<sop>{%- for m in messages -%}<|{{ m.role }}|>{{ m.content }}{%- endfor -%}\
-{%- if add_generation_prompt -%}<|assistant|><think>{%- endif -%}";
-
 fn metadata(s: &Shape, mix: Mix, seed: u64) -> Vec<(String, Value)> {
     let mut m: Vec<(String, Value)> = Vec::new();
     let mut kv = |k: &str, v: Value| m.push((k.to_string(), v));
@@ -339,6 +333,11 @@ fn metadata(s: &Shape, mix: Mix, seed: u64) -> Vec<(String, Value)> {
     kv("tokenizer.ggml.eot_token_id", special(7));
     kv("tokenizer.ggml.unknown_token_id", special(0));
     kv("tokenizer.ggml.eom_token_id", special(9));
-    kv("tokenizer.chat_template", Value::Str(CHAT_TEMPLATE.into()));
+    // GLM's own template, so that synthetic files render chats (tools,
+    // thinking off) as the published ones do.
+    kv(
+        "tokenizer.chat_template",
+        Value::Str(crate::tokenizer::GLM_TEMPLATE.into()),
+    );
     m
 }

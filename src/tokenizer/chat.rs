@@ -1,14 +1,17 @@
-//! The GLM-4.7-Flash chat template (model-spec §5.3), rendered in Rust so
-//! that no Jinja engine is needed. It reproduces what HF's Jinja (with
-//! `trim_blocks` and `lstrip_blocks`) makes of the template llama.cpp
-//! vendors as `models/templates/GLM-4.7-Flash.jinja`, minus tools: there is
-//! no newline anywhere the template does not put one.
+//! Chat messages and GLM-4.7-Flash's chat template (model-spec §5.3), the
+//! fallback for files without one of their own (`template`).
+
+use super::template::ChatTemplate;
+use crate::error::Result;
+use crate::toolcall::ToolCall;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     System,
     User,
     Assistant,
+    /// A tool's result, answering the assistant's tool call.
+    Tool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +20,8 @@ pub struct ChatMessage {
     pub content: String,
     /// The assistant's thinking for that turn, when the caller kept it.
     pub reasoning: Option<String>,
+    /// The assistant's tool calls in that turn.
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl ChatMessage {
@@ -25,6 +30,7 @@ impl ChatMessage {
             role: Role::System,
             content: text.into(),
             reasoning: None,
+            tool_calls: Vec::new(),
         }
     }
     pub fn user(text: impl Into<String>) -> Self {
@@ -32,6 +38,7 @@ impl ChatMessage {
             role: Role::User,
             content: text.into(),
             reasoning: None,
+            tool_calls: Vec::new(),
         }
     }
     pub fn assistant(text: impl Into<String>) -> Self {
@@ -39,6 +46,16 @@ impl ChatMessage {
             role: Role::Assistant,
             content: text.into(),
             reasoning: None,
+            tool_calls: Vec::new(),
+        }
+    }
+    /// A tool's result.
+    pub fn tool(text: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Tool,
+            content: text.into(),
+            reasoning: None,
+            tool_calls: Vec::new(),
         }
     }
 }
@@ -54,10 +71,10 @@ pub struct ChatPart {
     pub special: bool,
 }
 
-/// Render `messages` as the prompt text. Special tokens appear as their
-/// text (`[gMASK]`, `<|user|>`, ...); to encode it, prefer
-/// `render_chat_parts` with `Tokenizer::encode_chat`, which keeps message
-/// text from being read as markers.
+/// Render `messages` in GLM's built-in template as the prompt text.
+/// Special tokens appear as their text (`[gMASK]`, `<|user|>`, ...); to
+/// encode it, prefer `Tokenizer::encode_messages`, which uses the file's
+/// own template and keeps message text from being read as markers.
 ///
 /// * `add_generation_prompt`: end with `<|assistant|>` plus the thinking
 ///   switch, so the model writes the next assistant turn.
@@ -71,11 +88,13 @@ pub fn render_chat(
     messages: &[ChatMessage],
     add_generation_prompt: bool,
     thinking: bool,
-) -> String {
-    render_chat_parts(messages, add_generation_prompt, thinking)
-        .into_iter()
-        .map(|p| p.text)
-        .collect()
+) -> Result<String> {
+    Ok(
+        render_chat_parts(messages, add_generation_prompt, thinking)?
+            .into_iter()
+            .map(|p| p.text)
+            .collect(),
+    )
 }
 
 /// `render_chat` as its pieces: template markers apart from message text.
@@ -83,89 +102,8 @@ pub fn render_chat_parts(
     messages: &[ChatMessage],
     add_generation_prompt: bool,
     thinking: bool,
-) -> Vec<ChatPart> {
-    let mut out = Vec::new();
-    let mark = |out: &mut Vec<ChatPart>, t: &str| push(out, t, true);
-    let text = |out: &mut Vec<ChatPart>, t: &str| push(out, t, false);
-    let last_user = messages.iter().rposition(|m| m.role == Role::User);
-    mark(&mut out, "[gMASK]<sop>");
-    for (i, m) in messages.iter().enumerate() {
-        match m.role {
-            Role::System => {
-                mark(&mut out, "<|system|>");
-                text(&mut out, &m.content);
-            }
-            Role::User => {
-                mark(&mut out, "<|user|>");
-                text(&mut out, &m.content);
-            }
-            Role::Assistant => {
-                mark(&mut out, "<|assistant|>");
-                let (reasoning, content) = split_reasoning(m);
-                let after_last_user = last_user.is_none_or(|u| i > u);
-                // The Jinja tests the unstripped text but prints it stripped,
-                // so whitespace-only reasoning gives an empty think block.
-                if after_last_user && !reasoning.is_empty() {
-                    mark(&mut out, "<think>");
-                    text(&mut out, py_strip(&reasoning));
-                    mark(&mut out, "</think>");
-                } else {
-                    mark(&mut out, "</think>");
-                }
-                text(&mut out, py_strip(&content));
-            }
-        }
-    }
-    if add_generation_prompt {
-        mark(&mut out, "<|assistant|>");
-        mark(&mut out, if thinking { "<think>" } else { "</think>" });
-    }
-    out
-}
-
-/// Append `t` to the last part when it is of the same kind.
-fn push(out: &mut Vec<ChatPart>, t: &str, special: bool) {
-    if t.is_empty() {
-        return;
-    }
-    match out.last_mut() {
-        Some(p) if p.special == special => p.text.push_str(t),
-        _ => out.push(ChatPart {
-            text: t.to_string(),
-            special,
-        }),
-    }
-}
-
-/// The template's fallback for a turn stored as raw model output: without
-/// a separate reasoning field, `<think>…</think>` is cut out of the
-/// content (`content.split('</think>')` in the Jinja).
-fn split_reasoning(m: &ChatMessage) -> (String, String) {
-    if let Some(r) = &m.reasoning {
-        return (r.clone(), m.content.clone());
-    }
-    let Some(first_end) = m.content.find("</think>") else {
-        return (String::new(), m.content.clone());
-    };
-    let before = m.content[..first_end].trim_end_matches('\n');
-    let reasoning = before
-        .rsplit("<think>")
-        .next()
-        .unwrap_or("")
-        .trim_start_matches('\n');
-    let content = m
-        .content
-        .rsplit("</think>")
-        .next()
-        .unwrap_or("")
-        .trim_start_matches('\n');
-    (reasoning.to_string(), content.to_string())
-}
-
-/// Python's `str.strip()`: like `str::trim` but also strips the ASCII
-/// separators U+001C..U+001F, which Python counts as whitespace.
-fn py_strip(s: &str) -> &str {
-    s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+) -> Result<Vec<ChatPart>> {
+    ChatTemplate::glm().render_parts(messages, add_generation_prompt, thinking)
 }
 
 #[cfg(test)]
@@ -177,13 +115,14 @@ mod tests {
             role: Role::Assistant,
             content: content.into(),
             reasoning: reasoning.map(Into::into),
+            tool_calls: Vec::new(),
         }
     }
 
     #[test]
     fn message_text_is_apart_from_the_markers() {
         let m = [ChatMessage::user("hi <|assistant|>")];
-        let parts = render_chat_parts(&m, true, true);
+        let parts = render_chat_parts(&m, true, true).unwrap();
         let kinds: Vec<(&str, bool)> = parts.iter().map(|p| (p.text.as_str(), p.special)).collect();
         assert_eq!(
             kinds,
@@ -199,15 +138,18 @@ mod tests {
     fn single_turn() {
         let m = [ChatMessage::user("Hello")];
         assert_eq!(
-            render_chat(&m, true, true),
+            render_chat(&m, true, true).unwrap(),
             "[gMASK]<sop><|user|>Hello<|assistant|><think>"
         );
         assert_eq!(
-            render_chat(&m, true, false),
+            render_chat(&m, true, false).unwrap(),
             "[gMASK]<sop><|user|>Hello<|assistant|></think>"
         );
-        assert_eq!(render_chat(&m, false, true), "[gMASK]<sop><|user|>Hello");
-        assert_eq!(render_chat(&[], false, true), "[gMASK]<sop>");
+        assert_eq!(
+            render_chat(&m, false, true).unwrap(),
+            "[gMASK]<sop><|user|>Hello"
+        );
+        assert_eq!(render_chat(&[], false, true).unwrap(), "[gMASK]<sop>");
     }
 
     #[test]
@@ -217,7 +159,7 @@ mod tests {
             ChatMessage::user("  Hi\n"),
         ];
         assert_eq!(
-            render_chat(&m, true, true),
+            render_chat(&m, true, true).unwrap(),
             "[gMASK]<sop><|system|> Be brief.\n<|user|>  Hi\n<|assistant|><think>"
         );
     }
@@ -230,7 +172,7 @@ mod tests {
             ChatMessage::user("Q2"),
         ];
         assert_eq!(
-            render_chat(&m, true, true),
+            render_chat(&m, true, true).unwrap(),
             "[gMASK]<sop><|user|>Q1<|assistant|></think>A1<|user|>Q2<|assistant|><think>"
         );
     }
@@ -245,7 +187,7 @@ mod tests {
             asst("C", Some(" ")),
         ];
         assert_eq!(
-            render_chat(&m, false, true),
+            render_chat(&m, false, true).unwrap(),
             "[gMASK]<sop><|user|>Q<|assistant|><think>step</think>A<|assistant|></think>B<|assistant|></think><|assistant|><think></think>C"
         );
     }
@@ -257,19 +199,19 @@ mod tests {
             asst("<think>\nr1\n</think>\nanswer", None),
         ];
         assert_eq!(
-            render_chat(&m, false, true),
+            render_chat(&m, false, true).unwrap(),
             "[gMASK]<sop><|user|>Q<|assistant|><think>r1</think>answer"
         );
         // Before the last user message the reasoning is dropped but still cut out.
         let m = [asst("r0</think>ans", None), ChatMessage::user("Q")];
         assert_eq!(
-            render_chat(&m, false, true),
+            render_chat(&m, false, true).unwrap(),
             "[gMASK]<sop><|assistant|></think>ans<|user|>Q"
         );
         // A reasoning field wins over tags in the content (the content is kept whole).
         let m = [ChatMessage::user("Q"), asst("x</think>y", Some("r"))];
         assert_eq!(
-            render_chat(&m, false, true),
+            render_chat(&m, false, true).unwrap(),
             "[gMASK]<sop><|user|>Q<|assistant|><think>r</think>x</think>y"
         );
     }
@@ -279,7 +221,7 @@ mod tests {
         // ns.last_user_index = -1, so every assistant turn is "after" it.
         let m = [asst("A", Some("r"))];
         assert_eq!(
-            render_chat(&m, true, false),
+            render_chat(&m, true, false).unwrap(),
             "[gMASK]<sop><|assistant|><think>r</think>A<|assistant|></think>"
         );
     }

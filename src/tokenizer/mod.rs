@@ -13,6 +13,7 @@ pub mod bytes;
 pub mod chat;
 mod pre;
 mod prefix;
+mod template;
 
 use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::sequence::Sequence;
@@ -22,6 +23,7 @@ pub use bytes::StreamDecoder;
 pub use chat::{render_chat, render_chat_parts, ChatMessage, ChatPart, Role};
 pub use pre::pre_tokenize;
 use pre::{build_pre_tokenizer, pre_spec, ACCEPTED_PRE};
+pub use template::{ChatTemplate, GLM_TEMPLATE};
 
 use crate::error::{Error, Result};
 use crate::model::config::MAX_VOCAB;
@@ -81,6 +83,8 @@ pub struct Tokenizer {
     eot: Option<u32>,
     eom: Option<u32>,
     pad: Option<u32>,
+    /// The file's chat template, else GLM's.
+    template: ChatTemplate,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -270,6 +274,7 @@ impl Tokenizer {
             eot: p.eot,
             eom: p.eom,
             pad: p.pad,
+            template: ChatTemplate::glm(),
         })
     }
 
@@ -301,7 +306,7 @@ impl Tokenizer {
             Ok(v.iter().map(str::to_string).collect())
         };
         let id = |k: &str| f.get_u32(&format!("tokenizer.ggml.{k}"));
-        Tokenizer::from_parts(TokenizerParts {
+        let tok = Tokenizer::from_parts(TokenizerParts {
             model: model.to_string(),
             pre,
             tokens: owned("tokens")?,
@@ -314,10 +319,32 @@ impl Tokenizer {
             eot: id("eot_token_id")?,
             eom: id("eom_token_id")?,
             pad: id("padding_token_id")?,
+        })?;
+        Ok(match f.get_str("tokenizer.chat_template")? {
+            Some(t) => tok.with_chat_template(ChatTemplate::new(t)),
+            None => tok,
         })
     }
 
-    /// Rendered chat (`render_chat_parts`) -> ids: the template's markers
+    /// Render chats with `template` from now on; its `bos_token` and
+    /// `eos_token` are this vocabulary's.
+    pub fn with_chat_template(mut self, template: ChatTemplate) -> Tokenizer {
+        let text = |id: Option<u32>| {
+            id.and_then(|i| self.tokens.get(i as usize))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let (bos, eos) = (text(self.bos), text(self.eos));
+        self.template = template.with_special_tokens(&bos, &eos);
+        self
+    }
+
+    /// The chat template `encode_messages` renders with.
+    pub fn chat_template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    /// Rendered chat (`ChatTemplate::render_parts`) -> ids: the template's markers
     /// as special tokens, message text as plain text.
     pub fn encode_chat(&self, parts: &[ChatPart]) -> Result<Vec<u32>> {
         let mut ids = Vec::new();
@@ -328,9 +355,23 @@ impl Tokenizer {
     }
 
     /// `messages` in the model's chat template, ending with the assistant's
-    /// turn (`thinking`: `<think>`, the model reasons first), as ids.
+    /// turn (`thinking`: the template's `enable_thinking`), as ids.
     pub fn encode_messages(&self, messages: &[ChatMessage], thinking: bool) -> Result<Vec<u32>> {
-        self.encode_chat(&render_chat_parts(messages, true, thinking))
+        self.encode_messages_with_tools(messages, None, thinking)
+    }
+
+    /// `encode_messages` with `tools` (OpenAI's tool definitions, a JSON
+    /// list's text) in the template's tools section.
+    pub fn encode_messages_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&str>,
+        thinking: bool,
+    ) -> Result<Vec<u32>> {
+        let parts = self
+            .template
+            .render_parts_with_tools(messages, tools, true, thinking)?;
+        self.encode_chat(&parts)
     }
 
     /// Text -> ids. With `parse_special`, the text of every control token

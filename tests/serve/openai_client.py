@@ -1,6 +1,6 @@
 """Drive `glmw serve` through the official `openai` client, as chat UIs and
 editor plugins do: tests/serve.rs starts the server (built-in model,
---parallel 2, -c 256) and runs this with its base URL. Every wait is
+--parallel 2, -c 512: room for the tools section) and runs this with its base URL. Every wait is
 bounded in count and time; any failure raises, so the exit status is
 non-zero."""
 
@@ -127,6 +127,47 @@ def malformed():
         pass
 
 
+TOOLS = [{"type": "function", "function": {
+    "name": "lookup", "description": "Find a name.",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+CALLED = HELLO + [
+    {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_0", "type": "function",
+        "function": {"name": "lookup", "arguments": '{"q": "Enos"}'}}]},
+    {"role": "tool", "tool_call_id": "call_0", "content": "Seth"},
+]
+
+
+def tools_round_trip():
+    """Tools go into the prompt through the template, a tool call and its
+    result come back in; the tiny model emits no real calls, so the parsing
+    itself is covered by unit tests (src/toolcall.rs)."""
+    plain = client.chat.completions.create(model="glmw-tiny", messages=CALLED, **GREEDY)
+    r = client.chat.completions.create(model="glmw-tiny", messages=CALLED, tools=TOOLS, **GREEDY)
+    assert r.usage.prompt_tokens > plain.usage.prompt_tokens, (r.usage, plain.usage)
+    c = r.choices[0]
+    assert c.finish_reason in ("stop", "length", "tool_calls"), r
+    assert c.message.content is not None or c.message.tool_calls, r
+
+
+def reasoning_split():
+    """Thinking on: the prompt ends inside <think>, and the tiny model never
+    closes it, so its whole reply is reasoning_content, streamed or not."""
+    think = dict(extra_body={"chat_template_kwargs": {"enable_thinking": True}}, **GREEDY)
+    r = client.chat.completions.create(model="glmw-tiny", messages=HELLO, **think)
+    m = r.choices[0].message
+    reasoning = (m.model_extra or {}).get("reasoning_content")
+    assert m.content == "" and isinstance(reasoning, str) and reasoning, m
+    streamed = {"content": "", "reasoning_content": ""}
+    for chunk in client.chat.completions.create(
+            model="glmw-tiny", messages=HELLO, stream=True, **think):
+        for c in chunk.choices:
+            streamed["content"] += c.delta.content or ""
+            streamed["reasoning_content"] += (c.delta.model_extra or {}).get(
+                "reasoning_content") or ""
+    assert streamed == {"content": "", "reasoning_content": reasoning}, (streamed, reasoning)
+
+
 def main():
     wait_for("/health", healthy, 60)
     models = client.models.list()
@@ -137,6 +178,8 @@ def main():
     two_at_once(expected_chat, expected_completion)
     cancelled_stream()
     malformed()
+    tools_round_trip()
+    reasoning_split()
     assert chat_plain() == expected_chat  # still serving, and the same
     print("serve: all checks passed")
 

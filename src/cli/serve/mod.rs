@@ -4,6 +4,7 @@
 //! own threads (`slots`), one session each over one resident model.
 
 mod openai;
+mod pieces;
 mod respond;
 mod slots;
 
@@ -170,13 +171,20 @@ async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(r) => return r.into(),
     };
+    let tok = app.rt.tokenizer();
+    let tools = req.tools();
     let prompt = req.messages().and_then(|m| {
-        app.rt
-            .tokenizer()
-            .encode_messages(&m, req.thinking())
+        tok.encode_messages_with_tools(&m, tools.as_deref(), req.thinking())
             .map_err(rejection)
     });
-    start(&app, prompt, &req.common, Kind::Chat).await
+    // A prompt that ends inside `<think>` makes the reply start with reasoning.
+    let in_reasoning = prompt
+        .as_ref()
+        .ok()
+        .and_then(|p| p.last())
+        .and_then(|&id| tok.piece(id))
+        .is_some_and(|p| p.trim() == "<think>");
+    start(&app, prompt, &req.common, Kind::Chat { in_reasoning }).await
 }
 
 async fn completions(State(app): State<Arc<App>>, body: Bytes) -> Response {
@@ -199,7 +207,10 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> std::result::Result<T, Rejection> 
 
 fn rejection(e: Error) -> Rejection {
     let status = match e {
-        Error::InvalidArgument(_) | Error::ContextFull { .. } | Error::Tokenizer(_) => 400,
+        Error::InvalidArgument(_)
+        | Error::ContextFull { .. }
+        | Error::Tokenizer(_)
+        | Error::Template(_) => 400,
         _ => 500,
     };
     Rejection {

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use glmw::sample::SamplerOptions;
 use glmw::session::Perf;
+use glmw::toolcall::ToolCall;
 use glmw::{ChatMessage, Role, Stop};
 
 /// Fields shared by both completion endpoints.
@@ -50,6 +51,8 @@ pub struct ChatRequest {
     pub common: Common,
     /// llama-server's switch for the template's thinking section.
     pub chat_template_kwargs: Option<TemplateKwargs>,
+    /// Tool definitions, handed to the template as they come.
+    pub tools: Option<Vec<Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -62,6 +65,23 @@ pub struct Message {
     pub role: String,
     #[serde(default)]
     pub content: Option<Content>,
+    /// An assistant turn's earlier tool calls.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallField>,
+    pub reasoning_content: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct ToolCallField {
+    pub function: FunctionField,
+}
+
+#[derive(Deserialize)]
+pub struct FunctionField {
+    pub name: String,
+    /// A JSON object's text, as OpenAI sends it.
+    #[serde(default)]
+    pub arguments: String,
 }
 
 #[derive(Deserialize)]
@@ -156,15 +176,33 @@ impl ChatRequest {
                     "system" | "developer" => Role::System,
                     "user" => Role::User,
                     "assistant" => Role::Assistant,
+                    "tool" => Role::Tool,
                     r => return Err(bad(format!("unsupported message role {r:?}"))),
                 };
+                let tool_calls = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| ToolCall {
+                        name: c.function.name.clone(),
+                        arguments: c.function.arguments.clone(),
+                    })
+                    .collect();
                 Ok(ChatMessage {
                     role,
                     content: m.text()?,
-                    reasoning: None,
+                    reasoning: m.reasoning_content.clone(),
+                    tool_calls,
                 })
             })
             .collect()
+    }
+
+    /// The tools as JSON text for the template; none when the list is empty.
+    pub fn tools(&self) -> Option<String> {
+        self.tools
+            .as_ref()
+            .filter(|t| !t.is_empty())
+            .map(|t| Value::from(t.clone()).to_string())
     }
 
     pub fn thinking(&self) -> bool {

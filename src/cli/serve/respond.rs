@@ -14,6 +14,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::openai::{self, finish_reason, Common, Rejection, Usage};
+use super::pieces;
 use super::slots::Event;
 use glmw::{CancelHandle, Error, Stop};
 
@@ -21,7 +22,10 @@ pub type Events = UnboundedReceiver<Event>;
 
 #[derive(Clone, Copy)]
 pub enum Kind {
-    Chat,
+    /// `in_reasoning`: the prompt ended inside `<think>`.
+    Chat {
+        in_reasoning: bool,
+    },
     Completion,
 }
 
@@ -73,7 +77,7 @@ fn failure(e: &Error) -> (u16, String) {
 impl Reply {
     pub fn new(kind: Kind, n: u64, model: &str, cancel: CancelHandle, c: &Common) -> Reply {
         let prefix = match kind {
-            Kind::Chat => "chatcmpl",
+            Kind::Chat { .. } => "chatcmpl",
             Kind::Completion => "cmpl",
         };
         Reply {
@@ -99,12 +103,17 @@ impl Reply {
 
     /// One streamed choice: new text, or (with `finish`) the end.
     fn chunk(&self, text: Option<&str>, finish: Option<&str>) -> Value {
+        let delta = match text {
+            Some(t) => json!({"content": t}),
+            None => json!({}),
+        };
+        self.chunk_delta(delta, text, finish)
+    }
+
+    /// `chunk` with a chat delta of its own (reasoning, tool calls).
+    fn chunk_delta(&self, delta: Value, text: Option<&str>, finish: Option<&str>) -> Value {
         match self.kind {
-            Kind::Chat => {
-                let delta = match text {
-                    Some(t) => json!({"content": t}),
-                    None => json!({}),
-                };
+            Kind::Chat { .. } => {
                 let choice = json!({"index": 0, "delta": delta, "finish_reason": finish});
                 self.body("chat.completion.chunk", json!([choice]))
             }
@@ -118,10 +127,13 @@ impl Reply {
 
     /// The whole answer.
     fn full(&self, text: &str, stop: Stop, usage: &Usage) -> Value {
-        let finish = finish_reason(stop);
+        let mut finish = finish_reason(stop);
         let mut body = match self.kind {
-            Kind::Chat => {
-                let message = json!({"role": "assistant", "content": text});
+            Kind::Chat { in_reasoning } => {
+                let (message, called) = pieces::message(text, in_reasoning, &self.id);
+                if called {
+                    finish = "tool_calls";
+                }
                 let choice = json!({"index": 0, "message": message, "finish_reason": finish});
                 self.body("chat.completion", json!([choice]))
             }
@@ -166,13 +178,17 @@ impl Reply {
     /// is gone (then `self` drops, cancelling the slot's work).
     async fn pump(self, mut events: Events, tx: mpsc::Sender<Result<Sse, Infallible>>) {
         let send = |v: &Value| tx.send(Ok(Sse::default().data(v.to_string())));
-        if let Kind::Chat = self.kind {
+        if let Kind::Chat { .. } = self.kind {
             let mut first = self.chunk(Some(""), None);
             first["choices"][0]["delta"]["role"] = json!("assistant");
             if send(&first).await.is_err() {
                 return;
             }
         }
+        let mut deltas = match self.kind {
+            Kind::Chat { in_reasoning } => Some(pieces::Deltas::new(in_reasoning, &self.id)),
+            Kind::Completion => None,
+        };
         loop {
             let ev = tokio::select! {
                 ev = events.recv() => ev,
@@ -180,9 +196,19 @@ impl Reply {
             };
             let sent = match ev {
                 None => return,
-                Some(Event::Text(t)) => send(&self.chunk(Some(&t), None)).await,
+                Some(Event::Text(t)) => match deltas.as_mut() {
+                    Some(d) => self.send_deltas(d.push(&t), &send).await,
+                    None => send(&self.chunk(Some(&t), None)).await.map_err(|_| ()),
+                },
                 Some(Event::Done { stop, usage }) => {
-                    let mut last = self.chunk(None, Some(finish_reason(stop)));
+                    let mut finish = finish_reason(stop);
+                    if let Some(d) = deltas.as_mut() {
+                        let _ = self.send_deltas(d.finish(), &send).await;
+                        if d.called() {
+                            finish = "tool_calls";
+                        }
+                    }
+                    let mut last = self.chunk(None, Some(finish));
                     last["timings"] = usage.timings();
                     let _ = send(&last).await;
                     if self.include_usage {
@@ -205,9 +231,25 @@ impl Reply {
         }
     }
 
+    /// Send each chat delta as its own chunk.
+    async fn send_deltas<F, R>(&self, deltas: Vec<Value>, send: &F) -> Result<(), ()>
+    where
+        F: Fn(&Value) -> R,
+        R: std::future::Future<
+            Output = Result<(), mpsc::error::SendError<Result<Sse, Infallible>>>,
+        >,
+    {
+        for d in deltas {
+            send(&self.chunk_delta(d, None, None))
+                .await
+                .map_err(|_| ())?;
+        }
+        Ok(())
+    }
+
     fn object(&self) -> &'static str {
         match self.kind {
-            Kind::Chat => "chat.completion.chunk",
+            Kind::Chat { .. } => "chat.completion.chunk",
             Kind::Completion => "text_completion",
         }
     }
