@@ -1,12 +1,8 @@
 // MLA attention over the latent cache, absorbed form, split over positions
 // (flash-decoding). One workgroup owns one split of one token's positions
-// for a block of HB = 10 heads (GLM-4.7-Flash's 20 heads are two blocks),
-// so each cached row is read once per block: from memory for the first,
-// from L2 for the second. Ten heads rather than all twenty halve each
-// invocation's accumulators and double the workgroups, so two of them share
-// an SM and hide each other's load latency (H100: one 20-head workgroup
-// per SM left it waiting on loads; journal). Per tile of TILE positions the
-// heads are the rows of two small matrix products:
+// for a block of HB = 20 heads (GLM-4.7-Flash's heads are one block), so
+// each cached row is read from memory once for all of them. Per tile of
+// TILE positions the heads are the rows of two small matrix products:
 //   S = Q · Cᵀ · scale   Q: the block's [q_abs ‖ rope(q_pe)], C: the tile's rows
 //   O += P · C[:, :N_KV] P = exp(S − m), m and l = Σ P kept per head (online softmax)
 // Split s of token z covers positions [s·len, min((s+1)·len, n_pos)),
@@ -15,7 +11,7 @@
 // answer (prefill) and attn_v_b's matvec (matvec.wgsl, COMBINE) merges
 // several. A split with no positions writes l = 0 and leaves o alone.
 //
-// Used by both plans: decode (gpu/plan/decode.rs) dispatches (MAX_SPLITS, head
+// Used by both plans: decode (gpu/plan/mod.rs) dispatches (MAX_SPLITS, head
 // blocks, 1), the splits past the token's n_split only marking their slots
 // empty; prefill (gpu/plan/prefill.rs) dispatches (1, head blocks, tokens),
 // one split per token over its causal prefix.
@@ -29,32 +25,27 @@
 //
 // What each invocation owns in a tile:
 //   scores:  position lid / 8 and its 4-dim chunks j, j + 8, … (j = lid % 8)
-//            for the block's 10 heads (accumulators a, b, c.xy), summed over
-//            j by seg_sum4;
-//   softmax: the 8 invocations 8h .. 8h + 8 (h < 10) keep head h's m and l
-//            and each turns positions k, k + 8, … (k = lid % 8) of the tile
-//            into probabilities (seg_max / seg_sum over the 8);
-//   values:  dims 4v .. 4v + 4 (v = lid % 128) of heads 5g .. 5g + 5
-//            (g = lid / 128): 5 vec4 accumulators, four positions per step
-//            so their cache loads are in flight together.
+//            for all 20 heads (5 vec4 accumulators), summed over j by seg_sum4;
+//   softmax: invocation h < 20 keeps head h's m and l, turns the tile's
+//            scores into probabilities and the rescale factor;
+//   values:  dims 4v .. 4v + 4 (v = lid % 128) of heads 8g .. 8g + 8 and
+//            16 + 2g, 17 + 2g (g = lid / 128): 10 vec4 accumulators.
 // The tile's scores, probabilities and rescale factors are double-buffered,
-// so a tile costs two barriers (plus the reductions' own in the
-// shared-memory variant). Heads past n_head in the last block compute on
-// whatever q_abs follows (bounds-checked) and are never written.
+// so a tile costs two barriers. Heads past n_head in the last block compute
+// on whatever q_abs follows (bounds-checked) and are never written.
 
 const WG: u32 = 256u;
 /// host: gpu::ops::ATTENTION_TILE
 const TILE: u32 = 32u;
-// invocations per position in the scores, per head in the softmax
+// invocations per position in the scores
 const J: u32 = WG / TILE;
-/// Heads per workgroup.
+/// Heads per workgroup, five vec4s.
 /// host: gpu::ops::ATTENTION_HEADS
-const HB: u32 = 10u;
+const HB: u32 = 20u;
 /// host: gpu::ops::MAX_ROPE
 const MAX_ROPE: u32 = 64u;
 // Finite "minus infinity": exp(NEG - m) underflows to 0 without NaNs.
 const NEG: f32 = -3.0e38;
-const_assert TILE == 4u * J;
 
 // The latent width (n_kv, a multiple of 64 up to 512), fixed per pipeline
 // so the score loop has a constant trip count (unrolled, its cache loads
@@ -85,35 +76,42 @@ struct Params {
 // Roped q_pe of the block's heads: head k's dims 4w .. 4w + 4 at 16k + w
 // (n_rot <= MAX_ROPE).
 var<workgroup> qr: array<vec4<f32>, HB * MAX_ROPE / 4u>;
-// Per-head values, rows of 3 vec4s (heads 0-3, 4-7, 8-9 in .xy): the
-// tile's scores, then probabilities ([buffer][position], from 0), the
-// rescale of each head's running sums ([buffer], from CORR) and finally
-// 1 / l (at INV_L).
-var<workgroup> sp: array<vec4<f32>, 201>;
-const ROW: u32 = 3u;
-const CORR: u32 = 2u * TILE * ROW;
-const INV_L: u32 = CORR + 2u * ROW;
+// Per-head values, [head / 4] rows of 5 vec4s: the tile's scores, then
+// probabilities ([buffer][position], from 0), the rescale of each head's
+// running sums ([buffer], from CORR) and finally 1 / l (at INV_L).
+var<workgroup> sp: array<vec4<f32>, 335>;
+const CORR: u32 = 2u * TILE * 5u;
+const INV_L: u32 = CORR + 10u;
 
-// The block's per-head scores of one position.
+// Per-head vec4s of the 20 heads (scores: one value per head).
 struct Heads {
     a: vec4<f32>,
     b: vec4<f32>,
-    c: vec2<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+    e: vec4<f32>,
 }
 
-// One value invocation's five heads' factors (heads 5g .. 5g + 4).
+// One value invocation's share of a per-head row: heads 8g .. 8g + 8 in a
+// and b, heads 16 + 2g and 17 + 2g in e.
 struct Part {
     a: vec4<f32>,
-    e: f32,
+    b: vec4<f32>,
+    e: vec2<f32>,
 }
 
-// One value invocation's accumulators, its heads in order.
+// One value invocation's accumulators, its heads in Part's order.
 struct Acc {
     h0: vec4<f32>,
     h1: vec4<f32>,
     h2: vec4<f32>,
     h3: vec4<f32>,
     h4: vec4<f32>,
+    h5: vec4<f32>,
+    h6: vec4<f32>,
+    h7: vec4<f32>,
+    h8: vec4<f32>,
+    h9: vec4<f32>,
 }
 
 fn f16x4(c: vec2<u32>) -> vec4<f32> {
@@ -153,14 +151,16 @@ fn rope_queries(z: u32, hb: u32, heads: u32, lid: u32) {
 // (latent, then rope) for the block's heads; q_abs of head hb at qb. No
 // branches, so every cache load of the row can be in flight at once.
 fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
-    var s = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec2<f32>(0.0));
+    var s = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
     for (var i = 0u; i < KV4 / J; i++) {
         let w = j + J * i;
         let x = f16x4(cache[row + w]);
         let qi = qb + w;
         s.a += qdot4(qi, x);
         s.b += qdot4(qi + 4u * KV4, x);
-        s.c += vec2<f32>(dot(q_abs[qi + 8u * KV4], x), dot(q_abs[qi + 9u * KV4], x));
+        s.c += qdot4(qi + 8u * KV4, x);
+        s.d += qdot4(qi + 12u * KV4, x);
+        s.e += qdot4(qi + 16u * KV4, x);
     }
     // n_rot <= 64: at most two rope chunks each; a chunk past n_rot reloads
     // the row's last one and counts zero.
@@ -170,59 +170,41 @@ fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
         let x = select(vec4<f32>(0.0), f16x4(cache[row + KV4 + min(w, rot4 - 1u)]), w < rot4);
         s.a += rdot4(w, x);
         s.b += rdot4(w + 64u, x);
-        s.c += vec2<f32>(dot(qr[w + 128u], x), dot(qr[w + 144u], x));
+        s.c += rdot4(w + 128u, x);
+        s.d += rdot4(w + 192u, x);
+        s.e += rdot4(w + 256u, x);
     }
     return s;
 }
 
-// exp(score − m) of position t (0 past the tile's n positions).
-fn prob(base: u32, c: u32, t: u32, n: u32, m: f32) -> f32 {
-    return exp(select(NEG, sp[base + ROW * t][c], t < n) - m);
-}
-
-// One softmax step of head h over the tile's n scores in buffer `buf`,
-// shared by the 8 invocations of the head (k = lid % 8 takes positions k,
-// k + 8, …): the scores become exp(score − m_new) and the rescale factor
-// goes to sp at CORR. Called by every invocation (the reductions need
-// uniform control flow); those past the block's heads (h >= HB) only join
-// the reductions.
-fn softmax_tile(ids: Ids, buf: u32, n: u32, m: ptr<function, f32>, l: ptr<function, f32>) {
-    let h = min(ids.lid / J, HB - 1u);
-    let live = ids.lid < HB * J;
-    let k = ids.lid % J;
-    let base = buf * TILE * ROW + h / 4u;
+// Head h's softmax step over the tile's n scores in buffer `buf`: the
+// scores become exp(score − m_new), the rescale factor goes to sp at CORR.
+// The loops run over the whole tile (constant trip count, unrolled, loads
+// in flight together); slots t >= n hold stale values and count as NEG.
+fn softmax_tile(h: u32, buf: u32, n: u32, m: ptr<function, f32>, l: ptr<function, f32>) {
+    let base = buf * TILE * 5u + h / 4u;
     let c = h % 4u;
     var mx = NEG;
-    for (var t = k; t < TILE; t += J) {
-        mx = max(mx, select(NEG, sp[base + ROW * t][c], t < n));
+    for (var t = 0u; t < TILE; t++) {
+        mx = max(mx, select(NEG, sp[base + 5u * t][c], t < n));
     }
-    let m_new = max(*m, seg_max(mx, ids, J));
-    // TILE / J = 4 positions per invocation, written out.
-    let e = vec4<f32>(prob(base, c, k, n, m_new), prob(base, c, k + J, n, m_new),
-        prob(base, c, k + 2u * J, n, m_new), prob(base, c, k + 3u * J, n, m_new));
-    let sum = seg_sum(e.x + e.y + e.z + e.w, ids, J);
+    let m_new = max(*m, mx);
+    var sum = 0.0;
+    for (var t = 0u; t < TILE; t++) {
+        let e = exp(select(NEG, sp[base + 5u * t][c], t < n) - m_new);
+        sp[base + 5u * t][c] = e;
+        sum += e;
+    }
     let f = exp(*m - m_new);
-    if live {
-        sp[base + ROW * k][c] = e.x;
-        sp[base + ROW * (k + J)][c] = e.y;
-        sp[base + ROW * (k + 2u * J)][c] = e.z;
-        sp[base + ROW * (k + 3u * J)][c] = e.w;
-        if k == 0u {
-            sp[CORR + buf * ROW + h / 4u][c] = f;
-        }
-    }
+    sp[CORR + buf * 5u + h / 4u][c] = f;
     *l = *l * f + sum;
     *m = m_new;
 }
 
-// Group g's five factors from the per-head row of sp at i.
+// Group g's share of the per-head row of sp at i.
 fn part(i: u32, g: u32) -> Part {
-    let b = sp[i + 1u];
-    if g == 0u {
-        return Part(sp[i], b.x);
-    }
-    let c = sp[i + 2u];
-    return Part(vec4<f32>(b.yzw, c.x), c.y);
+    let e = sp[i + 4u];
+    return Part(sp[i + 2u * g], sp[i + 2u * g + 1u], select(e.zw, e.xy, g == 0u));
 }
 
 // Each head's accumulator times its factor in f.
@@ -231,7 +213,12 @@ fn scale_acc(acc: ptr<function, Acc>, f: Part) {
     (*acc).h1 *= f.a.y;
     (*acc).h2 *= f.a.z;
     (*acc).h3 *= f.a.w;
-    (*acc).h4 *= f.e;
+    (*acc).h4 *= f.b.x;
+    (*acc).h5 *= f.b.y;
+    (*acc).h6 *= f.b.z;
+    (*acc).h7 *= f.b.w;
+    (*acc).h8 *= f.e.x;
+    (*acc).h9 *= f.e.y;
 }
 
 // acc += P · x for one position, its probabilities in pr.
@@ -240,7 +227,12 @@ fn add_position(acc: ptr<function, Acc>, x: vec4<f32>, pr: Part) {
     (*acc).h1 += pr.a.y * x;
     (*acc).h2 += pr.a.z * x;
     (*acc).h3 += pr.a.w * x;
-    (*acc).h4 += pr.e * x;
+    (*acc).h4 += pr.b.x * x;
+    (*acc).h5 += pr.b.y * x;
+    (*acc).h6 += pr.b.z * x;
+    (*acc).h7 += pr.b.w * x;
+    (*acc).h8 += pr.e.x * x;
+    (*acc).h9 += pr.e.y * x;
 }
 
 // Write head k's output (k relative to the block) if it exists.
@@ -282,61 +274,59 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let g = ids.lid / 128u;
     var m = NEG;
     var l = 0.0;
-    var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
+        vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
     var buf = 0u;
     for (var tb = t0; tb < t1; tb += TILE) {
         let n = min(TILE, t1 - tb);
-        var sc = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec2<f32>(0.0));
+        var sc = Heads(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
         if t < n {
             sc = partial_scores((tb + t) * row4, j, qb);
         }
-        let ab = seg_sum4(vec4<f32>(sc.c, 0.0, 0.0), ids, J);
-        sc = Heads(seg_sum4(sc.a, ids, J), seg_sum4(sc.b, ids, J), ab.xy);
+        sc = Heads(seg_sum4(sc.a, ids, J), seg_sum4(sc.b, ids, J), seg_sum4(sc.c, ids, J),
+            seg_sum4(sc.d, ids, J), seg_sum4(sc.e, ids, J));
         // Only positions t < n are read back.
         if j == 0u && t < n {
-            let i = buf * TILE * ROW + ROW * t;
+            let i = buf * TILE * 5u + 5u * t;
             sp[i] = sc.a * p.scale;
             sp[i + 1u] = sc.b * p.scale;
-            sp[i + 2u] = vec4<f32>(sc.c * p.scale, 0.0, 0.0);
+            sp[i + 2u] = sc.c * p.scale;
+            sp[i + 3u] = sc.d * p.scale;
+            sp[i + 4u] = sc.e * p.scale;
         }
         workgroupBarrier();
-        softmax_tile(ids, buf, n, &m, &l);
+        if ids.lid < HB {
+            softmax_tile(ids.lid, buf, n, &m, &l);
+        }
         workgroupBarrier();
         if v < KV4 {
-            scale_acc(&acc, part(CORR + buf * ROW, g));
-            // Four positions per step, their loads together; positions
-            // past n have probability 0 (softmax_tile) and reload row
-            // t1 - 1, so no load leaves the split.
-            let pb = buf * TILE * ROW;
-            for (var i = 0u; i < n; i += 4u) {
-                let last = t1 - 1u;
-                let x0 = f16x4(cache[min(tb + i, last) * row4 + v]);
-                let x1 = f16x4(cache[min(tb + i + 1u, last) * row4 + v]);
-                let x2 = f16x4(cache[min(tb + i + 2u, last) * row4 + v]);
-                let x3 = f16x4(cache[min(tb + i + 3u, last) * row4 + v]);
-                add_position(&acc, x0, part(pb + ROW * i, g));
-                add_position(&acc, x1, part(pb + ROW * (i + 1u), g));
-                add_position(&acc, x2, part(pb + ROW * (i + 2u), g));
-                add_position(&acc, x3, part(pb + ROW * (i + 3u), g));
+            scale_acc(&acc, part(CORR + buf * 5u, g));
+            for (var i = 0u; i < n; i++) {
+                let x = f16x4(cache[(tb + i) * row4 + v]);
+                add_position(&acc, x, part(buf * TILE * 5u + 5u * i, g));
             }
         }
         buf ^= 1u;
     }
-    if ids.lid < HB * J && ids.lid % J == 0u {
-        let h = ids.lid / J;
-        sp[INV_L + h / 4u][h % 4u] = 1.0 / l;
-        if h < heads {
-            ml[slot0 + h * p.split_stride] = vec2<f32>(m + log(l), 1.0);
+    if ids.lid < HB {
+        sp[INV_L + ids.lid / 4u][ids.lid % 4u] = 1.0 / l;
+        if ids.lid < heads {
+            ml[slot0 + ids.lid * p.split_stride] = vec2<f32>(m + log(l), 1.0);
         }
     }
     workgroupBarrier();
     if v < KV4 {
         scale_acc(&acc, part(INV_L, g));
-        let h = 5u * g;
+        let h = 8u * g;
         store(h, hb, slot0, v, acc.h0);
         store(h + 1u, hb, slot0, v, acc.h1);
         store(h + 2u, hb, slot0, v, acc.h2);
         store(h + 3u, hb, slot0, v, acc.h3);
         store(h + 4u, hb, slot0, v, acc.h4);
+        store(h + 5u, hb, slot0, v, acc.h5);
+        store(h + 6u, hb, slot0, v, acc.h6);
+        store(h + 7u, hb, slot0, v, acc.h7);
+        store(16u + 2u * g, hb, slot0, v, acc.h8);
+        store(17u + 2u * g, hb, slot0, v, acc.h9);
     }
 }

@@ -34,22 +34,6 @@ fn seg_sum4(x: vec4<f32>, ids: Ids, seg: u32) -> vec4<f32> {
     return total;
 }
 
-// Maximum of `x` over each segment of `seg` consecutive invocations (`seg`
-// a power of two <= WG); every invocation gets its segment's maximum.
-fn seg_max(x: f32, ids: Ids, seg: u32) -> f32 {
-    wg_scratch[ids.lid] = x;
-    workgroupBarrier();
-    for (var s = seg / 2u; s > 0u; s = s >> 1u) {
-        if ids.lid % seg < s {
-            wg_scratch[ids.lid] = max(wg_scratch[ids.lid], wg_scratch[ids.lid + s]);
-        }
-        workgroupBarrier();
-    }
-    let m = wg_scratch[ids.lid - ids.lid % seg];
-    workgroupBarrier();
-    return m;
-}
-
 // Sum of `x` over the whole workgroup.
 fn wg_sum(x: f32, ids: Ids) -> f32 {
     return seg_sum(x, ids, WG);

@@ -507,7 +507,7 @@ pub const MAX_SPLITS: u32 = 128;
 pub const ATTENTION_TILE: usize = 32;
 
 /// Heads per attention workgroup (shaders/attention.wgsl `HB`).
-pub const ATTENTION_HEADS: u32 = 10;
+pub const ATTENTION_HEADS: u32 = 20;
 
 /// Splits of `n_pos` positions: chunks of at least one tile, at most
 /// MAX_SPLITS of them, so short contexts launch few workgroups and long
