@@ -168,6 +168,14 @@ fn weighted_split(h: u32, s: u32, i: u32, n4: u32, n_used: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), split_w[k] * x[(h * p.n_slot + k) * n4 + i], s < n_used);
 }
 
+// Eight weighted splits s, s + groups, … summed.
+fn merge8(h: u32, s: u32, groups: u32, i: u32, n4: u32, n_used: u32) -> vec4<f32> {
+    return (weighted_split(h, s, i, n4, n_used) + weighted_split(h, s + groups, i, n4, n_used))
+        + (weighted_split(h, s + 2u * groups, i, n4, n_used) + weighted_split(h, s + 3u * groups, i, n4, n_used))
+        + (weighted_split(h, s + 4u * groups, i, n4, n_used) + weighted_split(h, s + 5u * groups, i, n4, n_used))
+        + (weighted_split(h, s + 6u * groups, i, n4, n_used) + weighted_split(h, s + 7u * groups, i, n4, n_used));
+}
+
 // xs = Σ_s e^(m_s − M) · o_s / Σ_s e^(m_s − M) · l_s over head h's splits
 // with l_s > 0 (attention marks the others empty; the used ones come
 // first). Invocation s < n_slot reads split s's (m, l); the weights go
@@ -191,15 +199,12 @@ fn merge_splits(h: u32, ids: Ids) {
     let groups = WG / n4;
     let i = ids.lid % n4;
     var acc = vec4<f32>(0.0);
-    // Eight splits per iteration, their loads issued together: one split
+    // Sixteen splits per iteration, their loads issued together: one split
     // per iteration left a single L2 load in flight per invocation, and
     // 128 splits of latency cost attn_v_b ~22 µs at 4K positions (H100).
-    let step = 8u * groups;
+    let step = 16u * groups;
     for (var s = ids.lid / n4; s < n_used && ids.lid < groups * n4; s += step) {
-        acc += (weighted_split(h, s, i, n4, n_used) + weighted_split(h, s + groups, i, n4, n_used))
-            + (weighted_split(h, s + 2u * groups, i, n4, n_used) + weighted_split(h, s + 3u * groups, i, n4, n_used))
-            + (weighted_split(h, s + 4u * groups, i, n4, n_used) + weighted_split(h, s + 5u * groups, i, n4, n_used))
-            + (weighted_split(h, s + 6u * groups, i, n4, n_used) + weighted_split(h, s + 7u * groups, i, n4, n_used));
+        acc += merge8(h, s, groups, i, n4, n_used) + merge8(h, s + 8u * groups, groups, i, n4, n_used);
     }
     merge_part[ids.lid] = acc;
     workgroupBarrier();
