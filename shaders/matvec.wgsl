@@ -115,10 +115,52 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-// x[4·o .. 4·o + 32], each vec4 read once (through xv), for the dots of
-// every row a group owns: a group's rows share each x load, since the x
-// side, not the weights, bounds these loads (with TPR 32 a lane reads
-// 128 B of x per 18-byte Q4_0 unit).
+// Dots of two dequantized units with x[4·o .. 4·o + 32], each x vec4 read
+// once (through xv) for both. Written out with constant indices only, so
+// nothing lands in local memory.
+fn dot2(a: Unit, b: Unit, o: u32) -> vec2<f32> {
+    let v0 = xv(o);
+    let v1 = xv(o + 1u);
+    let v2 = xv(o + 2u);
+    let v3 = xv(o + 3u);
+    let v4 = xv(o + 4u);
+    let v5 = xv(o + 5u);
+    let v6 = xv(o + 6u);
+    let v7 = xv(o + 7u);
+    return vec2<f32>(
+        dot(a[0], v0) + dot(a[1], v1) + dot(a[2], v2) + dot(a[3], v3)
+            + dot(a[4], v4) + dot(a[5], v5) + dot(a[6], v6) + dot(a[7], v7),
+        dot(b[0], v0) + dot(b[1], v1) + dot(b[2], v2) + dot(b[3], v3)
+            + dot(b[4], v4) + dot(b[5], v5) + dot(b[6], v6) + dot(b[7], v7));
+}
+
+// Partial dots of rows r and r + 1 of matrix m (MODE 0 and 2) with x from
+// vec4 `xo` over the units t, t+TPR, …: each x vec4 is read once for both
+// rows. Without `second` (r is the last row) row r is read twice instead,
+// so no load leaves the matrix.
+fn rows_part(m: u32, r: u32, xo: u32, t: u32, second: bool) -> vec2<f32> {
+    let b0 = m * p.mat_units + r * p.units;
+    let b1 = select(b0, b0 + p.units, second);
+    var acc = vec2<f32>(0.0);
+    for (var u = t; u < p.units; u += TPR) {
+        acc += dot2(unit_load(b0 + u), unit_load(b1 + u), xo + u * 8u);
+    }
+    return acc;
+}
+
+// Partial dots of gate row r and up row r + rows of matrix m (MODE 1) over
+// the units t, t+TPR, …: each x vec4 is read once for the two rows.
+fn gate_up_part(m: u32, r: u32, t: u32) -> vec2<f32> {
+    let bg = m * p.mat_units + r * p.units;
+    let bu = bg + p.rows * p.units;
+    var acc = vec2<f32>(0.0);
+    for (var u = t; u < p.units; u += TPR) {
+        acc += dot2(unit_load(bg + u), unit_load(bu + u), u * 8u);
+    }
+    return acc;
+}
+
+// x[4·o .. 4·o + 32], each vec4 read once (through xv).
 fn x_unit(o: u32) -> Unit {
     return Unit(xv(o), xv(o + 1u), xv(o + 2u), xv(o + 3u), xv(o + 4u), xv(o + 5u), xv(o + 6u),
         xv(o + 7u));
@@ -131,46 +173,22 @@ fn udot(a: Unit, v: Unit) -> f32 {
         + dot(a[5], v[5]) + dot(a[6], v[6]) + dot(a[7], v[7]);
 }
 
-// Partial dots of rows r and r + 1 of matrix m (MODE 0 and 2) with x from
-// vec4 `xo` over the units t, t+TPR, …: each x vec4 is read once for both
-// rows. A row past the matrix repeats its last row (its result is
-// dropped), so no load leaves it. (Four rows per group here left too few
-// workgroups: −22% per token on an H100, journal.)
-fn rows_part(m: u32, r: u32, xo: u32, t: u32) -> vec2<f32> {
-    let last = p.rows - 1u;
-    let base = m * p.mat_units;
-    let b0 = base + min(r, last) * p.units;
-    let b1 = base + min(r + 1u, last) * p.units;
-    var acc = vec2<f32>(0.0);
-    for (var u = t; u < p.units; u += TPR) {
-        let v = x_unit(xo + u * 8u);
-        acc += vec2<f32>(udot(unit_load(b0 + u), v), udot(unit_load(b1 + u), v));
-    }
-    return acc;
-}
-
-// Partial dots of gate rows r, r + 1 and their up rows (MODE 1) of matrix
-// m over the units t, t+TPR, …, as (gate r, up r, gate r + 1, up r + 1):
-// each x vec4 is read once for the four rows. With one pair per group the
-// second pair is not computed.
-fn gate_up_part(m: u32, r: u32, t: u32) -> vec4<f32> {
+// Partial dots of gate rows r, r + 1 and their up rows (MODE 1 with two
+// pairs per group) of matrix m over the units t, t+TPR, …, as (gate r,
+// up r, gate r + 1, up r + 1): each x vec4 is read once for the four rows,
+// since the x side, not the weights, bounds these loads (with TPR 32 a
+// lane reads 128 B of x per 18-byte Q4_0 unit). Rows past the matrix
+// repeat its last row (their results are dropped).
+fn gate_up_part2(m: u32, r: u32, t: u32) -> vec4<f32> {
     let last = p.rows - 1u;
     let bg0 = m * p.mat_units + min(r, last) * p.units;
     let bg1 = m * p.mat_units + min(r + 1u, last) * p.units;
     let up = p.rows * p.units;
     var acc = vec4<f32>(0.0);
-    if p.pairs == 2u {
-        for (var u = t; u < p.units; u += TPR) {
-            let v = x_unit(u * 8u);
-            acc += vec4<f32>(udot(unit_load(bg0 + u), v), udot(unit_load(bg0 + up + u), v),
-                udot(unit_load(bg1 + u), v), udot(unit_load(bg1 + up + u), v));
-        }
-    } else {
-        for (var u = t; u < p.units; u += TPR) {
-            let v = x_unit(u * 8u);
-            acc += vec4<f32>(udot(unit_load(bg0 + u), v), udot(unit_load(bg0 + up + u), v), 0.0,
-                0.0);
-        }
+    for (var u = t; u < p.units; u += TPR) {
+        let v = x_unit(u * 8u);
+        acc += vec4<f32>(udot(unit_load(bg0 + u), v), udot(unit_load(bg0 + up + u), v),
+            udot(unit_load(bg1 + u), v), udot(unit_load(bg1 + up + u), v));
     }
     return acc;
 }
@@ -267,7 +285,11 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         let live = r < p.rows;
         var a = vec4<f32>(0.0);
         if live {
-            a = gate_up_part(sel[z], r, t);
+            if p.pairs == 2u {
+                a = gate_up_part2(sel[z], r, t);
+            } else {
+                a = vec4<f32>(gate_up_part(sel[z], r, t), 0.0, 0.0);
+            }
         }
         a = seg_sum4(a, ids, TPR) * norm_scale(ids);
         let idx = z * p.y_stride + p.y_off + r;
@@ -282,35 +304,35 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     // MODE 0 and 2: each group of TPR invocations owns rows r and r + 1.
     let r = 2u * group;
     let live = r < p.rows;
+    let second = r + 1u < p.rows;
     var a = vec2<f32>(0.0);
     var idx = 0u;
     if MODE == 0u {
         if live {
-            a = rows_part(z, r, select(z * p.x_stride, 0u, COMBINE), t);
+            a = rows_part(z, r, select(z * p.x_stride, 0u, COMBINE), t, second);
         }
-        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR)) * norm_scale(ids);
+        let scale = norm_scale(ids);
+        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR)) * scale;
         idx = p.y_off + z * p.y_stride + r;
     } else {
         if live {
             for (var k = 0u; k < p.n_slot; k++) {
-                a += sel_w[k] * rows_part(sel[k], r, k * p.x_stride, t);
+                a += sel_w[k] * rows_part(sel[k], r, k * p.x_stride, t, second);
             }
         }
         idx = p.y_off + r;
-        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR))
-            + vec2<f32>(added(idx, r), added(idx + 1u, r + 1u));
+        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR));
+        a.x += g[idx / 4u][idx % 4u];
+        if second {
+            a.y += g[(idx + 1u) / 4u][(idx + 1u) % 4u];
+        }
     }
     if t == 0u && live {
         store(idx, a.x);
-        if r + 1u < p.rows {
+        if second {
             store(idx + 1u, a.y);
         }
     }
-}
-
-// MODE 2's added vector at output idx (row r; zero past the rows).
-fn added(idx: u32, r: u32) -> f32 {
-    return select(0.0, g[idx / 4u][idx % 4u], r < p.rows);
 }
 
 fn store(idx: u32, v: f32) {
