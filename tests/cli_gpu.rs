@@ -94,6 +94,9 @@ fn generate_streams_and_reports() {
         "0",
         "--json",
         "--no-subgroups",
+        // the f32 prefill everywhere (lavapipe has no cooperative matrices,
+        // so the flag is accepted and changes nothing here)
+        "--no-coopmat",
     ]);
     assert_eq!(
         tokens(&g1),

@@ -669,3 +669,21 @@ fn moe_routed_group_matmuls_and_sum() {
         cases.len()
     );
 }
+
+/// `--no-coopmat` opens the device without cooperative matrices, so the
+/// prefill takes the f32 matmul even on an adapter that offers them.
+#[test]
+fn no_coopmat_opens_the_device_without_cooperative_matrices() {
+    let opts = glmw::gpu::GpuOptions {
+        no_coopmat: true,
+        ..Default::default()
+    };
+    let gpu = glmw::gpu::Gpu::new(opts).unwrap();
+    assert!(!gpu.caps.coop, "{}: cooperative matrices on", gpu.info.name);
+    let with = common::gpu();
+    eprintln!(
+        "{}: cooperative matrices {} by default, off with no_coopmat",
+        with.info.name,
+        if with.caps.coop { "on" } else { "absent" }
+    );
+}

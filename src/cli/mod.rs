@@ -45,7 +45,7 @@ pub enum Backend {
 
 impl Backend {
     /// The GPU options for this choice; `None` for the CPU.
-    pub fn gpu(self, no_subgroups: bool) -> Option<glmw::gpu::GpuOptions> {
+    pub fn gpu(self, no_subgroups: bool, no_coopmat: bool) -> Option<glmw::gpu::GpuOptions> {
         use glmw::gpu::BackendChoice as B;
         let backend = match self {
             Backend::Cpu => return None,
@@ -58,6 +58,7 @@ impl Backend {
         Some(glmw::gpu::GpuOptions {
             backend,
             no_subgroups,
+            no_coopmat,
         })
     }
 }
@@ -73,6 +74,11 @@ pub struct DeviceArgs {
     /// Use the shared-memory kernels even where the GPU has subgroups.
     #[arg(long)]
     pub no_subgroups: bool,
+    /// Run the prefill on the f32 matmul even where the GPU offers
+    /// cooperative matrices (tensor cores), as llama.cpp's
+    /// GGML_VK_DISABLE_COOPMAT.
+    #[arg(long)]
+    pub no_coopmat: bool,
     /// Prompt tokens the GPU prefills at once (larger chunks read the
     /// weights fewer times; memory grows with it).
     #[arg(long, visible_alias = "ubatch-size", default_value_t = glmw::engine::DEFAULT_UBATCH)]
@@ -82,7 +88,7 @@ pub struct DeviceArgs {
 impl DeviceArgs {
     /// The GPU options for `command`, which has no CPU path.
     pub fn gpu_only(&self, command: &str) -> glmw::Result<glmw::gpu::GpuOptions> {
-        self.backend.gpu(self.no_subgroups).ok_or_else(|| {
+        self.backend.gpu(self.no_subgroups, self.no_coopmat).ok_or_else(|| {
             glmw::Error::InvalidArgument(format!(
                 "{command} runs on a GPU; --backend cpu is only for `glmw logits` and `glmw perplexity`"
             ))

@@ -140,7 +140,7 @@ pub fn perplexity(a: &PerplexityArgs) -> Result<()> {
     let ids = tokens(&tok, &a.file, n_ctx)?;
     let bos = tok.window_bos(&model.file)?;
     let n_vocab = model.config.n_vocab;
-    let loaded = match device.backend.gpu(device.no_subgroups) {
+    let loaded = match device.backend.gpu(device.no_subgroups, device.no_coopmat) {
         Some(gpu) => {
             let opts = LoadOptions {
                 gpu,

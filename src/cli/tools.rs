@@ -342,6 +342,10 @@ pub struct LogitsArgs {
     /// Use the shared-memory kernels even where the GPU has subgroups.
     #[arg(long)]
     pub no_subgroups: bool,
+    /// Run the prefill on the f32 matmul even where the GPU offers
+    /// cooperative matrices.
+    #[arg(long)]
+    pub no_coopmat: bool,
     /// KV cache length for the GPU run (default: the number of tokens).
     #[arg(long)]
     pub ctx: Option<usize>,
@@ -367,7 +371,7 @@ pub fn logits(a: &LogitsArgs) -> Result<()> {
         )));
     }
     let t0 = Instant::now();
-    let rows: Vec<Vec<f32>> = match backend.gpu(a.no_subgroups) {
+    let rows: Vec<Vec<f32>> = match backend.gpu(a.no_subgroups, a.no_coopmat) {
         None => {
             if tokens.len() > CPU_TOKENS_WARN {
                 eprintln!(

@@ -34,12 +34,18 @@ impl BackendChoice {
     }
 }
 
-/// Typed GPU options (the CLI's `--backend` and `--no-subgroups`).
+/// Typed GPU options (the CLI's `--backend`, `--no-subgroups` and
+/// `--no-coopmat`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GpuOptions {
     pub backend: BackendChoice,
     /// Use the shared-memory reduction kernels even where subgroups exist.
     pub no_subgroups: bool,
+    /// Open the device without cooperative matrices even where the adapter
+    /// offers them: the prefill then runs on the f32 matmul (llama.cpp's
+    /// GGML_VK_DISABLE_COOPMAT), to compare the two or to avoid a driver's
+    /// experimental path.
+    pub no_coopmat: bool,
 }
 
 /// Which reduction prelude the kernels are built with.
@@ -173,7 +179,7 @@ impl Gpu {
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
-        let coop = coop_16x16_f16(&adapter);
+        let coop = coop_16x16_f16(&adapter) && !opts.no_coopmat;
         let mut features = have & want;
         if coop {
             features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
