@@ -1,6 +1,6 @@
 // The per-token step record shared by kv_append.wgsl and attention.wgsl,
 // bound as an array (binding 1): one record for a decode token, one per
-// token of a prefill chunk (src/gpu/ops.rs `Step`, written by the host).
+// token of a prefill chunk (src/gpu/ops/mod.rs `Step`, written by the host).
 
 struct Step {
     pos: u32,

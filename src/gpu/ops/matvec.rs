@@ -1,0 +1,181 @@
+//! Host side of matvec.wgsl, the decode products: params, the row shape of
+//! a dispatch (invocations per row, rows per group and per workgroup) and
+//! the dispatch itself.
+
+use super::{grid, Dispatch, MatvecBindings, MatvecOverrides};
+use crate::error::{Error, Result};
+use crate::gpu::context::Gpu;
+use crate::gpu::kernels::{Format, Kernel, Pipelines};
+
+/// What a matvec dispatch computes (shaders/matvec.wgsl, `MODE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatvecMode {
+    /// y = W·x, one matrix per batch slot (z).
+    Plain,
+    /// silu(gate)·up of the matrix chosen by `sel[z]`.
+    GateUp,
+    /// `Σ_k sel_w[k]·W_{sel[k]}·x_k` (experts' down with the combine).
+    WeightedSum,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatvecParams {
+    pub rows: u32,
+    pub units: u32,
+    pub mat_units: u32,
+    pub n_slot: u32,
+    pub x_stride: u32,
+    pub y_stride: u32,
+    pub y_off: u32,
+    pub eps: f32,
+    /// GateUp: gate/up row pairs per invocation group (`matvec_pairs`);
+    /// 1 otherwise.
+    pub pairs: u32,
+    pub _pad: [u32; 3],
+}
+
+/// Invocations per matvec workgroup (shaders/matvec.wgsl `WG`). 128 rather
+/// than 256 gives the small decode matrices (q_a: 768 rows, kv_a: 576) twice
+/// the workgroups, spread over more SMs: tg128 +2-3% on an H100
+/// (docs/perf-journal.md); 64 was slower at depth.
+pub const MATVEC_WG: u32 = 128;
+
+/// Invocations per row: enough to cover a row's units in one pass where
+/// rows are short (k_b's 6 units), 32 otherwise.
+pub fn matvec_tpr(units: u32) -> u32 {
+    units.next_power_of_two().clamp(4, 32)
+}
+
+/// Gate/up row pairs per invocation group in a GateUp matvec of `rows`
+/// rows per matrix over `slots` matrices: two (each x load then feeds four
+/// rows) where the dispatch keeps at least GATE_UP_PAIRS_MIN_WG
+/// workgroups, one otherwise. On an H100 two pairs took the routed experts'
+/// gate+up from 27.4 to 23.3 µs and the dense block from 132 to 110 µs, but
+/// the shared expert's (384 workgroups with one pair) from 20.1 to 26.7
+/// (journal). Other modes: 1.
+pub fn matvec_pairs(mode: MatvecMode, rows: u32, slots: u32, units: u32) -> u32 {
+    let one_pair = rows.div_ceil(MATVEC_WG / matvec_tpr(units)) * slots;
+    match mode {
+        MatvecMode::GateUp if one_pair >= 2 * GATE_UP_PAIRS_MIN_WG => 2,
+        _ => 1,
+    }
+}
+
+/// Fewest workgroups a GateUp matvec keeps with two row pairs per group.
+const GATE_UP_PAIRS_MIN_WG: u32 = 512;
+
+/// Rows one matvec workgroup computes: a group of `tpr` invocations owns
+/// `pairs` gate/up row pairs in GateUp and two adjacent rows otherwise
+/// (shaders/matvec.wgsl).
+pub fn matvec_rows_per_workgroup(mode: MatvecMode, tpr: u32, pairs: u32) -> u32 {
+    match mode {
+        MatvecMode::GateUp => pairs * MATVEC_WG / tpr,
+        MatvecMode::Plain | MatvecMode::WeightedSum => 2 * MATVEC_WG / tpr,
+    }
+}
+
+/// Everything one matvec dispatch needs besides its buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct MatvecSpec {
+    pub format: Format,
+    pub mode: MatvecMode,
+    pub accum: bool,
+    pub params: MatvecParams,
+    /// Batch slots (z) for Plain and GateUp.
+    pub slots: u32,
+}
+
+/// What matvec.wgsl's binding `g` holds: one vector whose meaning the
+/// pipeline's overrides pick, so the variant sets NORM and COMBINE.
+#[derive(Clone, Copy)]
+pub enum MatvecSide<'a> {
+    /// NORM: x is RMS-normed and multiplied by this weight first.
+    Norm(&'a wgpu::Buffer),
+    /// COMBINE (Plain, attn_v_b): the attention splits' (m, l) pairs; x
+    /// holds the splits' partial outputs, merged first.
+    Splits(&'a wgpu::Buffer),
+    /// WeightedSum: the vector added to every output row.
+    Add(&'a wgpu::Buffer),
+    /// Read by none of those: any buffer (a plan binds one a later dispatch
+    /// reads, so its barrier falls here: `plan::builder`).
+    Unread(&'a wgpu::Buffer),
+}
+
+impl<'a> MatvecSide<'a> {
+    fn buffer(self) -> &'a wgpu::Buffer {
+        match self {
+            MatvecSide::Norm(b) | MatvecSide::Splits(b) | MatvecSide::Add(b) => b,
+            MatvecSide::Unread(b) => b,
+        }
+    }
+}
+
+/// Buffers of one matvec dispatch (binding `g` by what it holds).
+pub struct MatvecBuffers<'a> {
+    pub params: &'a wgpu::Buffer,
+    pub x: &'a wgpu::Buffer,
+    pub g: MatvecSide<'a>,
+    pub y: &'a wgpu::Buffer,
+    /// Selected matrices (GateUp, WeightedSum); any buffer otherwise.
+    pub sel: &'a wgpu::Buffer,
+    /// Their weights (WeightedSum); any buffer otherwise.
+    pub sel_w: &'a wgpu::Buffer,
+    /// The weight arrays the format binds (one or two).
+    pub weights: &'a [wgpu::Buffer],
+}
+
+/// Row groups per workgroup when the matvec merges attention splits: every
+/// workgroup reads all of its head's splits (up to MAX_SPLITS × n_kv
+/// floats, 256 KB for GLM-4.7-Flash), so attn_v_b's 256 rows per head go
+/// to 4 workgroups (TPR 4, two rows per group), not 16 (TPR 16). With 64
+/// groups (TPR 2, 2 workgroups per head) attn_v_b took 15.4 µs instead of
+/// 12.7 on an H100 (journal).
+const COMBINE_ROWS: u32 = 32;
+
+pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
+    let combine = matches!(b.g, MatvecSide::Splits(_));
+    if (s.mode == MatvecMode::WeightedSum) != matches!(b.g, MatvecSide::Add(_))
+        || (combine && s.mode != MatvecMode::Plain)
+    {
+        return Err(Error::Gpu(format!(
+            "internal: a {:?} matvec cannot take that g (a weighted sum, and only it, adds a vector; only a plain one merges splits)",
+            s.mode
+        )));
+    }
+    let tpr = if combine {
+        MATVEC_WG / COMBINE_ROWS
+    } else {
+        matvec_tpr(s.params.units)
+    };
+    let o = MatvecOverrides {
+        mode: match s.mode {
+            MatvecMode::Plain => 0,
+            MatvecMode::GateUp => 1,
+            MatvecMode::WeightedSum => 2,
+        },
+        norm: matches!(b.g, MatvecSide::Norm(_)),
+        accum: s.accum,
+        tpr,
+        combine,
+    };
+    let bindings = MatvecBindings {
+        p: b.params,
+        x: b.x,
+        g: b.g.buffer(),
+        y: b.y,
+        sel: b.sel,
+        sel_w: b.sel_w,
+        weights: b.weights,
+    };
+    let mut wg = grid(s.params.rows.div_ceil(matvec_rows_per_workgroup(
+        s.mode,
+        tpr,
+        s.params.pairs,
+    )));
+    wg[2] = match s.mode {
+        MatvecMode::WeightedSum => 1,
+        _ => s.slots,
+    };
+    Dispatch::with(gpu, pipes, Kernel::Matvec(s.format), &o, &bindings, wg)
+}
