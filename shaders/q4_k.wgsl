@@ -10,6 +10,12 @@
 
 @group(0) @binding(6) var<storage, read> blocks: array<vec4<u32>>;
 
+// Weights 4i..4i+4 (nibbles at `s` of word `w`) as d·q − m: the nibble is
+// masked on the whole word, one shift and one and for four weights.
+fn quad4k(w: u32, s: u32, sm: vec2<f32>) -> vec4<f32> {
+    return fma(vec4<f32>(bytes4((w >> s) & 0x0F0F0F0Fu)), vec4<f32>(sm.x), vec4<f32>(-sm.y));
+}
+
 // Written out (no array filled in a loop) so the unit stays in registers.
 fn unit_load(u: u32) -> Unit {
     let j = u % 8u;
@@ -17,12 +23,7 @@ fn unit_load(u: u32) -> Unit {
     let sm = scale_min_k4(blocks[b], j);
     let q0 = blocks[b + 1u + (j / 2u) * 2u];
     let q1 = blocks[b + 2u + (j / 2u) * 2u];
-    let s = vec4<u32>((j & 1u) * 4u);
-    let n = vec4<u32>(0xFu);
-    let d = vec4<f32>(sm.x);
-    let m = vec4<f32>(sm.y);
-    return Unit(d * vec4<f32>((bytes4(q0.x) >> s) & n) - m, d * vec4<f32>((bytes4(q0.y) >> s) & n) - m,
-        d * vec4<f32>((bytes4(q0.z) >> s) & n) - m, d * vec4<f32>((bytes4(q0.w) >> s) & n) - m,
-        d * vec4<f32>((bytes4(q1.x) >> s) & n) - m, d * vec4<f32>((bytes4(q1.y) >> s) & n) - m,
-        d * vec4<f32>((bytes4(q1.z) >> s) & n) - m, d * vec4<f32>((bytes4(q1.w) >> s) & n) - m);
+    let s = (j & 1u) * 4u;
+    return Unit(quad4k(q0.x, s, sm), quad4k(q0.y, s, sm), quad4k(q0.z, s, sm), quad4k(q0.w, s, sm),
+        quad4k(q1.x, s, sm), quad4k(q1.y, s, sm), quad4k(q1.z, s, sm), quad4k(q1.w, s, sm));
 }

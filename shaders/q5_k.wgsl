@@ -9,11 +9,12 @@
 
 @group(0) @binding(6) var<storage, read> blocks: array<u32>;
 
-// Unit j's weights 4i..4i+4 before scaling: q + 16·h.
-fn quads(w0: u32, j: u32, i: u32) -> vec4<f32> {
-    let q = (bytes4(blocks[w0 + 12u + (j / 2u) * 8u + i]) >> vec4<u32>((j & 1u) * 4u)) & vec4<u32>(0xFu);
-    let h = (bytes4(blocks[w0 + 4u + i]) >> vec4<u32>(j)) & vec4<u32>(1u);
-    return vec4<f32>(q + h * 16u);
+// Unit j's weights 4i..4i+4 as d·sc·(q + 16·h) − dmin·m: nibble and high
+// bit are masked on whole words (qs word at `s`, qh word's bit j to bit 4
+// of each byte), one FMA per weight.
+fn quad5k(qs: u32, s: u32, qh: u32, j: u32, sm: vec2<f32>) -> vec4<f32> {
+    let q = ((qs >> s) & 0x0F0F0F0Fu) | (((qh >> j) << 4u) & 0x10101010u);
+    return fma(vec4<f32>(bytes4(q)), vec4<f32>(sm.x), vec4<f32>(-sm.y));
 }
 
 // Written out (no array filled in a loop) so the unit stays in registers.
@@ -21,9 +22,14 @@ fn unit_load(u: u32) -> Unit {
     let j = u % 8u;
     let w0 = (u / 8u) * 44u;
     let sm = scale_min_k4(vec4<u32>(blocks[w0], blocks[w0 + 1u], blocks[w0 + 2u], blocks[w0 + 3u]), j);
-    let m = vec4<f32>(sm.y);
-    return Unit(sm.x * quads(w0, j, 0u) - m, sm.x * quads(w0, j, 1u) - m,
-        sm.x * quads(w0, j, 2u) - m, sm.x * quads(w0, j, 3u) - m,
-        sm.x * quads(w0, j, 4u) - m, sm.x * quads(w0, j, 5u) - m,
-        sm.x * quads(w0, j, 6u) - m, sm.x * quads(w0, j, 7u) - m);
+    let q0 = w0 + 12u + (j / 2u) * 8u;
+    let s = (j & 1u) * 4u;
+    return Unit(quad5k(blocks[q0], s, blocks[w0 + 4u], j, sm),
+        quad5k(blocks[q0 + 1u], s, blocks[w0 + 5u], j, sm),
+        quad5k(blocks[q0 + 2u], s, blocks[w0 + 6u], j, sm),
+        quad5k(blocks[q0 + 3u], s, blocks[w0 + 7u], j, sm),
+        quad5k(blocks[q0 + 4u], s, blocks[w0 + 8u], j, sm),
+        quad5k(blocks[q0 + 5u], s, blocks[w0 + 9u], j, sm),
+        quad5k(blocks[q0 + 6u], s, blocks[w0 + 10u], j, sm),
+        quad5k(blocks[q0 + 7u], s, blocks[w0 + 11u], j, sm));
 }

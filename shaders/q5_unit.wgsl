@@ -9,11 +9,12 @@
 @group(0) @binding(7) var<storage, read> quants: array<u32>;
 
 // Weights 4i..4i+4 of nibble half `shift` (0: weights 0..16, 4: 16..32)
-// before scaling, with fifth bits from qh bits `bit`..`bit`+4.
+// before scaling, with fifth bits from qh bits `bit`..`bit`+4. Whole-word
+// ops: the four fifth bits are spread to bit 4 of each byte by one multiply
+// (n·0x2040810 puts bit b of n at 8b + 4; the four copies do not overlap).
 fn q5_quad(qs: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
-    let q = (bytes4(qs) >> vec4<u32>(shift)) & vec4<u32>(0xFu);
-    let h = (vec4<u32>(qh) >> (vec4<u32>(bit) + vec4<u32>(0u, 1u, 2u, 3u))) & vec4<u32>(1u);
-    return vec4<f32>(q | (h << vec4<u32>(4u)));
+    let h = (((qh >> bit) & 0xFu) * 0x2040810u) & 0x10101010u;
+    return vec4<f32>(bytes4(((qs >> shift) & 0x0F0F0F0Fu) | h));
 }
 
 // Written out (no array filled in a loop) so the unit stays in registers.
@@ -27,8 +28,8 @@ fn unit_load(u: u32) -> Unit {
     let q1 = quants[t + 2u];
     let q2 = quants[t + 3u];
     let q3 = quants[t + 4u];
-    return Unit(a * q5_quad(q0, 0u, qh, 0u) + b, a * q5_quad(q1, 0u, qh, 4u) + b,
-        a * q5_quad(q2, 0u, qh, 8u) + b, a * q5_quad(q3, 0u, qh, 12u) + b,
-        a * q5_quad(q0, 4u, qh, 16u) + b, a * q5_quad(q1, 4u, qh, 20u) + b,
-        a * q5_quad(q2, 4u, qh, 24u) + b, a * q5_quad(q3, 4u, qh, 28u) + b);
+    return Unit(fma(q5_quad(q0, 0u, qh, 0u), a, b), fma(q5_quad(q1, 0u, qh, 4u), a, b),
+        fma(q5_quad(q2, 0u, qh, 8u), a, b), fma(q5_quad(q3, 0u, qh, 12u), a, b),
+        fma(q5_quad(q0, 4u, qh, 16u), a, b), fma(q5_quad(q1, 4u, qh, 20u), a, b),
+        fma(q5_quad(q2, 4u, qh, 24u), a, b), fma(q5_quad(q3, 4u, qh, 28u), a, b));
 }

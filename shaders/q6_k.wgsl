@@ -7,16 +7,20 @@
 //   high 2 bits: byte 32·h + l of qh (bytes 128..192), bits 2k..2k+1
 //   scale: byte 8·h + 2·k + l / 16 of sc (bytes 192..208); d: f16 at byte 208
 // Binding: 6 blocks (array<u32>).
+// The six-bit quants of four weights are assembled in one word (shift and
+// mask per word, not per byte) before bytes4 splits them: per 4 weights
+// 6 word ops + 6 byte ops + 4 converts + 4 FMAs, against ~48 ALU before
+// (docs/perf-journal.md, session 7 helper kquant). A split repack with
+// fewer loads was measured slower (journal), so the layout stays.
 
 @group(0) @binding(6) var<storage, read> blocks: array<u32>;
 
-// Unit u's weights 4i..4i+4 before scaling: q − 32.
-fn quads(w0: u32, j: u32, i: u32) -> vec4<f32> {
-    let h = j / 4u;
-    let k = j % 4u;
-    let lo = (bytes4(blocks[w0 + 16u * h + 8u * (k & 1u) + i]) >> vec4<u32>((k >> 1u) * 4u)) & vec4<u32>(0xFu);
-    let hi = (bytes4(blocks[w0 + 32u + 8u * h + i]) >> vec4<u32>(2u * k)) & vec4<u32>(3u);
-    return vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0;
+// Weights 4i..4i+4 of a unit as d·sc·(q − 32) = q·s − 32·s (one FMA),
+// from ql word `lo` (nibble at `ls`: 0 or 4) and qh word `hi` (bits at
+// `hs` = 2k). The high pair goes to bits 4..5 of each byte.
+fn quad6(lo: u32, hi: u32, ls: u32, hs: u32, s: f32) -> vec4<f32> {
+    let q = ((lo >> ls) & 0x0F0F0F0Fu) | (((hi >> hs) << 4u) & 0x30303030u);
+    return fma(vec4<f32>(bytes4(q)), vec4<f32>(s), vec4<f32>(-32.0 * s));
 }
 
 // d times the unit's two scales (weights 0..16 and 16..32): bytes 8h + 2k
@@ -35,7 +39,18 @@ fn unit_load(u: u32) -> Unit {
     let j = u % 8u;
     let w0 = (u / 8u) * 53u;
     let s = scales2(w0, j);
-    return Unit(s.x * quads(w0, j, 0u), s.x * quads(w0, j, 1u), s.x * quads(w0, j, 2u),
-        s.x * quads(w0, j, 3u), s.y * quads(w0, j, 4u), s.y * quads(w0, j, 5u),
-        s.y * quads(w0, j, 6u), s.y * quads(w0, j, 7u));
+    let h = j / 4u;
+    let k = j % 4u;
+    let l0 = w0 + 16u * h + 8u * (k & 1u);
+    let h0 = w0 + 32u + 8u * h;
+    let ls = (k >> 1u) * 4u;
+    let hs = 2u * k;
+    return Unit(quad6(blocks[l0], blocks[h0], ls, hs, s.x),
+        quad6(blocks[l0 + 1u], blocks[h0 + 1u], ls, hs, s.x),
+        quad6(blocks[l0 + 2u], blocks[h0 + 2u], ls, hs, s.x),
+        quad6(blocks[l0 + 3u], blocks[h0 + 3u], ls, hs, s.x),
+        quad6(blocks[l0 + 4u], blocks[h0 + 4u], ls, hs, s.y),
+        quad6(blocks[l0 + 5u], blocks[h0 + 5u], ls, hs, s.y),
+        quad6(blocks[l0 + 6u], blocks[h0 + 6u], ls, hs, s.y),
+        quad6(blocks[l0 + 7u], blocks[h0 + 7u], ls, hs, s.y));
 }
