@@ -13,7 +13,7 @@
 // Weights 4i..4i+4 (nibbles at `s` of word `w`) as d·q − m: the nibble is
 // masked on the whole word, one shift and one and for four weights.
 fn quad4k(w: u32, s: u32, sm: vec2<f32>) -> vec4<f32> {
-    return fma(vec4<f32>(bytes4((w >> s) & 0x0F0F0F0Fu)), vec4<f32>(sm.x), vec4<f32>(-sm.y));
+    return fma(bytes4f((w >> s) & 0x0F0F0F0Fu), vec4<f32>(sm.x), vec4<f32>(-sm.y));
 }
 
 // Written out (no array filled in a loop) so the unit stays in registers.

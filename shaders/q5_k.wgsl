@@ -14,7 +14,7 @@
 // of each byte), one FMA per weight.
 fn quad5k(qs: u32, s: u32, qh: u32, j: u32, sm: vec2<f32>) -> vec4<f32> {
     let q = ((qs >> s) & 0x0F0F0F0Fu) | (((qh >> j) << 4u) & 0x10101010u);
-    return fma(vec4<f32>(bytes4(q)), vec4<f32>(sm.x), vec4<f32>(-sm.y));
+    return fma(bytes4f(q), vec4<f32>(sm.x), vec4<f32>(-sm.y));
 }
 
 // Written out (no array filled in a loop) so the unit stays in registers.

@@ -14,7 +14,7 @@
 // (n·0x2040810 puts bit b of n at 8b + 4; the four copies do not overlap).
 fn q5_quad(qs: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
     let h = (((qh >> bit) & 0xFu) * 0x2040810u) & 0x10101010u;
-    return vec4<f32>(bytes4(((qs >> shift) & 0x0F0F0F0Fu) | h));
+    return bytes4f(((qs >> shift) & 0x0F0F0F0Fu) | h);
 }
 
 // Written out (no array filled in a loop) so the unit stays in registers.

@@ -8,10 +8,10 @@
 //   scale: byte 8·h + 2·k + l / 16 of sc (bytes 192..208); d: f16 at byte 208
 // Binding: 6 blocks (array<u32>).
 // The six-bit quants of four weights are assembled in one word (shift and
-// mask per word, not per byte) before bytes4 splits them: per 4 weights
-// 6 word ops + 6 byte ops + 4 converts + 4 FMAs, against ~48 ALU before
-// (docs/perf-journal.md, session 7 helper kquant). A split repack with
-// fewer loads was measured slower (journal), so the layout stays.
+// mask per word, not per byte) before bytes4f splits them: per 4 weights
+// 6 word ops + 7 byte ops + 4 FADDs (bytes_f32.wgsl) + 4 FMAs, against ~50
+// ops before (docs/perf-journal.md, session 7 helper kquant). A split
+// repack with fewer loads was measured slower (journal): the layout stays.
 
 @group(0) @binding(6) var<storage, read> blocks: array<u32>;
 
@@ -20,7 +20,7 @@
 // `hs` = 2k). The high pair goes to bits 4..5 of each byte.
 fn quad6(lo: u32, hi: u32, ls: u32, hs: u32, s: f32) -> vec4<f32> {
     let q = ((lo >> ls) & 0x0F0F0F0Fu) | (((hi >> hs) << 4u) & 0x30303030u);
-    return fma(vec4<f32>(bytes4(q)), vec4<f32>(s), vec4<f32>(-32.0 * s));
+    return fma(bytes4f(q), vec4<f32>(s), vec4<f32>(-32.0 * s));
 }
 
 // d times the unit's two scales (weights 0..16 and 16..32): bytes 8h + 2k
