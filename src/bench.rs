@@ -168,13 +168,19 @@ pub(crate) struct ReadParams {
 }
 
 /// Each dispatch of block `layer` (default: the first MoE block) and of the
-/// output head, replayed `count` times; attention at each of `contexts`.
+/// output head, replayed `count` times back to back in one pass, `rounds`
+/// times; attention at each of `contexts`. A replay waits for the one
+/// before it (each writes the same output), as a dependent dispatch waits
+/// in a token, so µs per replay is the kernel plus its floor. Timing each
+/// dispatch between two timestamps instead would add the timestamp's own
+/// cost (~8 µs on the H100's Vulkan driver, which drains the GPU for it).
 pub fn micro(
     e: &mut Engine,
     layer: Option<usize>,
-    count: usize,
+    (count, rounds): (usize, usize),
     contexts: &[usize],
 ) -> Result<MicroReport> {
+    model::warm_up(e, 1)?;
     let read_gb_s = read_bandwidth(&e.gpu)?;
     let floor = floor::dispatch_floor(&e.gpu)?;
     let blocks = e.blocks().to_vec();
@@ -205,8 +211,11 @@ pub fn micro(
             // sat at 345 MHz between single dispatches), and decode runs
             // at full clock.
             e.time_range(0..n_disp, 3)?;
-            e.time_range(i..i + 1, 4)?;
-            let us = stats(&e.time_range(i..i + 1, count)?).median / 1e3;
+            e.time_replays(i..i + 1, count)?;
+            let per = (0..rounds)
+                .map(|_| Ok(e.time_replays(i..i + 1, count)? / count as f64))
+                .collect::<Result<Vec<f64>>>()?;
+            let us = stats(&per).median / 1e3;
             let bytes = match ctx {
                 Some(c) => c as u64 * row_bytes,
                 None => bytes,

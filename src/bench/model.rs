@@ -7,7 +7,7 @@
 //! tier's prediction of its token; then the dispatches and barriers of a
 //! token and of a prefill chunk, and one token's GPU time per kernel.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::block::{self, Prediction};
 use super::{by_op, OpTime};
@@ -136,7 +136,11 @@ pub fn check_fits(e: &Engine, depth: usize, n: usize) -> Result<()> {
 }
 
 /// First submissions pay for lazy driver work: a few decode steps and one
-/// prefill chunk of up to `prompt` tokens. Leaves the cache empty.
+/// prefill chunk of up to `prompt` tokens. Then half a second of whole
+/// tokens: after the upload the GPU idles at a low clock (an H100 sat at
+/// 345 MHz, which tripled the dispatch floor and halved the read probe),
+/// and nothing may be timed before it is back at full clock. Leaves the
+/// cache empty.
 pub fn warm_up(e: &mut Engine, prompt: usize) -> Result<()> {
     e.reset();
     for i in 0..4.min(e.n_ctx()) {
@@ -146,6 +150,12 @@ pub fn warm_up(e: &mut Engine, prompt: usize) -> Result<()> {
     let n = prompt.clamp(1, e.ubatch().min(e.n_ctx()));
     let toks: Vec<u32> = (0..n).map(|i| token(e, i)).collect();
     e.prefill(&toks)?;
+    e.reset();
+    let n_disp = e.dispatches_per_token();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(500) {
+        e.time_replays(0..n_disp, 8)?;
+    }
     e.reset();
     Ok(())
 }

@@ -35,12 +35,12 @@ pub struct BenchArgs {
     /// longest --contexts (micro)].
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Timed repetitions per round (micro); block replays per submission
+    /// Replays per submission: of one dispatch (micro), of one block
     /// (block, and the model tier's prediction).
     #[arg(long, default_value_t = 100)]
     pub count: usize,
-    /// Rounds of replays (block, and the model tier's prediction): each
-    /// round gives one sample of µs per replay.
+    /// Rounds of replays (micro, block, and the model tier's prediction):
+    /// each round gives one sample of µs per replay.
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
     /// Block to measure (micro, block) [default: the first MoE block].
@@ -584,7 +584,7 @@ fn micro_tier(
     a: &BenchArgs,
     text: &mut Vec<String>,
 ) -> Result<Vec<(&'static str, Json)>> {
-    let r = bench::micro(e, a.layer, a.count, &a.contexts)?;
+    let r = bench::micro(e, a.layer, (a.count, a.rounds), &a.contexts)?;
     text.push(format!(
         "read bandwidth {:.0} GB/s; kernels of block {} and the head:",
         r.read_gb_s, r.layer
