@@ -4,10 +4,10 @@
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul_coop.wgsl (cooperative matrices, where the adapter offers them)
 //! or matmul.wgsl, which dequantize each weight unit once per tile of 32
-//! tokens (`ops::MATMUL_TILE`); routed experts are grouped by expert (moe_group.wgsl) so each
-//! expert's weights are read once per tile of its tokens. Attention is
-//! causal over the cache: every token of the chunk appends its row first,
-//! then attends over the positions up to its own in one split.
+//! tokens (`ops::MATMUL_TILE`); routed experts are grouped by expert
+//! (moe_group.wgsl) so each expert's weights are read once per tile of its
+//! tokens. Attention is causal over the cache: every token of the chunk
+//! appends its row first, then attends over the positions up to its own in one split.
 //!
 //! Per MoE block: attn_norm, q_a, q_a_norm, q_b, kv_a, kv_append, k_b,
 //! attention, v_b, attn_output (+ residual), ffn_norm, router logits, router
