@@ -27,7 +27,7 @@ fn main() {
         gpu.info.backend,
         e.variant().name()
     );
-    let m = bench::micro(&mut e, None, 20, &[64, 200]).expect("micro");
+    let m = bench::micro(&mut e, None, (20, 3), &[64, 200]).expect("micro");
     println!("micro: read bandwidth {:.1} GB/s", m.read_gb_s);
     for r in &m.rows {
         println!("  {:<22} {:>9.1} us", r.op, r.median_us);
