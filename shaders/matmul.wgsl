@@ -1,5 +1,7 @@
 // Prefill matmul: Y = W · X over a chunk of tokens, for every weight format
-// (built with the same format files as matvec.wgsl, through `unit_load`).
+// (built with the same format files as matvec.wgsl, through `unit_load`),
+// in f32 on adapters without cooperative matrices (matmul_coop.wgsl has
+// the same params, tiles, bindings and epilogues).
 //
 // Rows of X are processed in tiles of up to TOK rows that share one weight
 // matrix: tiles[wid.y] = (matrix, first, count), and the tile's rows are
@@ -14,27 +16,55 @@
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 y (array<f32>),
 // 3 tiles (array<vec4<u32>>), 4 order (array<u32>), 5 unused, 6 (and 7)
 // the weights of the format file.
-// Dispatch: (ceil(rows / ROWS), tiles, heads).
-// Each workgroup owns ROWS = RPI·WG/TPR weight rows of one tile: TPR
-// invocations share RPI rows (WG/TPR apart) and take every TPR-th unit. The
-// units are dequantized once into registers (unit_load) and each vec4 of x
-// read is used for all RPI rows; every invocation keeps RPI·TOK partial
-// sums, which seg_sum adds over the TPR invocations.
+// Dispatch: (ceil(rows / OUT), tiles, heads), OUT = ROWS (ROWS / 2 with
+// GATE_UP: the workgroup's weight rows are OUT gate rows then the same OUT
+// up rows).
+//
+// A workgroup computes a ROWS × TOK block of products, one 32-column unit
+// (K step) at a time. Per step invocation i dequantizes unit u of weight
+// row i (unit_load) into `ws` and copies 4 x vec4s of the tile into `xs`,
+// both as f32 and column-major (one vec4 = 4 rows or 4 tokens of one
+// column); after a barrier invocation (g, t) = (lid / 8, lid % 8) owns the
+// register tile of rows 4g..4g+4 and 32+4g..32+4g+4 (with GATE_UP: gate
+// rows and their up rows, so the epilogue is local) by tokens 4t..4t+4:
+// eight named vec4 accumulators, 32 FMAs per column from three vec4
+// workgroup loads.
+//
+// The arithmetic, per K step (32 columns):
+// - FMAs: 64 rows · 32 tokens · 32 columns = 65,536 per workgroup, 1,024
+//   per invocation (8 rows · 4 tokens · 32 columns).
+// - Workgroup-memory loads: 3 vec4 per column per invocation, 96 per step:
+//   10.7 FMAs per load (2.7 per float). In a 32-lane subgroup (4 row
+//   groups × 8 token groups) a `ws` load reads 4 distinct vec4 and an `xs`
+//   load 8 consecutive ones (128 bytes): no bank conflicts. The staging
+//   stores are scalar, one column of 32 consecutive rows or tokens per
+//   subgroup store: no conflicts either, so no padding.
+// - Global loads: 64 weight units (Q4_0: 1,152 bytes) and 256 x vec4
+//   (4 KB, which every row workgroup of the tile reads: mostly L1/L2
+//   hits): each dequantized weight serves 32 tokens, each x float 64 rows.
+//   The dequantization (~4 instructions per weight for Q4_0) is ~12% of
+//   the 32 FMAs each weight feeds.
+// - Registers: 32 accumulators + 12 operands + addresses in the product
+//   loop; the staged unit (32 floats) is dead by then: ~70, under 128.
+// - Workgroup memory: ws 8 KB + xs 4 KB = 12 KB (+1.5 KB of the shared
+//   prelude's scratch), inside the 16 KB every adapter offers.
 //
 // Overrides: GATE_UP: W holds gate rows then up rows of each matrix;
-// y = silu(gate · x) · (up · x) (gate first, then up: both at once would
-// double the registers). ACCUM: y += result (residual adds).
+// y = silu(gate · x) · (up · x). ACCUM: y += result (residual adds).
 
-const WG: u32 = 256u;
-const TPR: u32 = 4u;
-// Weight rows per invocation.
-const RPI: u32 = 4u;
+const WG: u32 = 64u;
 /// Rows of x per tile.
 /// host: gpu::ops::MATMUL_TILE
-const TOK: u32 = 8u;
-/// Weight rows per workgroup.
+const TOK: u32 = 32u;
+/// Weight rows per workgroup (one per invocation; half gate, half up with
+/// GATE_UP).
 /// host: gpu::ops::MATMUL_ROWS
-const ROWS: u32 = RPI * WG / TPR;
+const ROWS: u32 = 64u;
+// Half of ROWS: the distance between an invocation's two row quads.
+const HALF: u32 = 32u;
+// vec4s per column of ws (rows) and of xs (tokens).
+const WV: u32 = ROWS / 4u;
+const XV: u32 = TOK / 4u;
 
 alias Unit = array<vec4<f32>, 8>;
 
@@ -71,70 +101,115 @@ struct Params {
 @group(0) @binding(3) var<storage, read> tiles: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> order: array<u32>;
 
+// One K step of weights: column k's rows 4v..4v+4 at ws[k·WV + v].
+var<workgroup> ws: array<vec4<f32>, 32u * WV>;
+// One K step of x: column k's tokens 4t..4t+4 at xs[k·XV + t].
+var<workgroup> xs: array<vec4<f32>, 32u * XV>;
+
 // The four bytes of `w`, low first.
 fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-alias Sums = array<vec4<f32>, TOK>;
-
-// Four rows' weights (one vec4 of each) dotted with the same x vec4.
-fn rows_dot(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, v: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(dot(a, v), dot(b, v), dot(c, v), dot(d, v));
+// Columns k..k+4 of row quad `o`, component `c` (the row within the quad).
+fn put4(o: u32, c: u32, k: u32, v: vec4<f32>) {
+    ws[k * WV + o][c] = v.x;
+    ws[(k + 1u) * WV + o][c] = v.y;
+    ws[(k + 2u) * WV + o][c] = v.z;
+    ws[(k + 3u) * WV + o][c] = v.w;
 }
 
-// The four rows' dots of one unit with the 8 vec4 of x at xo: each x vec4
-// is read once for the four rows. Constant indices only (see tile_dots).
-fn quad_dot(w0: Unit, w1: Unit, w2: Unit, w3: Unit, xo: u32) -> vec4<f32> {
-    var s = rows_dot(w0[0], w1[0], w2[0], w3[0], x[xo]);
-    s += rows_dot(w0[1], w1[1], w2[1], w3[1], x[xo + 1u]);
-    s += rows_dot(w0[2], w1[2], w2[2], w3[2], x[xo + 2u]);
-    s += rows_dot(w0[3], w1[3], w2[3], w3[3], x[xo + 3u]);
-    s += rows_dot(w0[4], w1[4], w2[4], w3[4], x[xo + 4u]);
-    s += rows_dot(w0[5], w1[5], w2[5], w3[5], x[xo + 5u]);
-    s += rows_dot(w0[6], w1[6], w2[6], w3[6], x[xo + 6u]);
-    s += rows_dot(w0[7], w1[7], w2[7], w3[7], x[xo + 7u]);
-    return s;
+// Weight row `r` of the workgroup (its unit at `u`) into ws. Constant
+// indices into the unit only.
+fn stage_unit(r: u32, u: u32) {
+    let w = unit_load(u);
+    let o = r / 4u;
+    let c = r % 4u;
+    put4(o, c, 0u, w[0]);
+    put4(o, c, 4u, w[1]);
+    put4(o, c, 8u, w[2]);
+    put4(o, c, 12u, w[3]);
+    put4(o, c, 16u, w[4]);
+    put4(o, c, 20u, w[5]);
+    put4(o, c, 24u, w[6]);
+    put4(o, c, 28u, w[7]);
 }
 
-// Partial dots of rows r + i·WG/TPR, i < 4 (clamped to the matrix, the
-// caller drops rows past it) of the matrix at unit `mat` with the tile's x
-// rows at vec4 offsets xa, xb (rows 0-3, 4-7), over units t, t + TPR, …
-// Written out per token: the accumulators are named values, never an
-// array indexed in the loop, which drivers may place in local memory.
-fn tile_dots(mat: u32, r: u32, t: u32, xa: vec4<u32>, xb: vec4<u32>) -> Sums {
-    let b0 = mat + min(r, p.rows - 1u) * p.units;
-    let b1 = mat + min(r + WG / TPR, p.rows - 1u) * p.units;
-    let b2 = mat + min(r + 2u * WG / TPR, p.rows - 1u) * p.units;
-    let b3 = mat + min(r + 3u * WG / TPR, p.rows - 1u) * p.units;
-    var a0 = vec4<f32>(0.0);
-    var a1 = vec4<f32>(0.0);
-    var a2 = vec4<f32>(0.0);
-    var a3 = vec4<f32>(0.0);
-    var a4 = vec4<f32>(0.0);
-    var a5 = vec4<f32>(0.0);
-    var a6 = vec4<f32>(0.0);
-    var a7 = vec4<f32>(0.0);
-    for (var u = t; u < p.units; u += TPR) {
-        let w0 = unit_load(b0 + u);
-        let w1 = unit_load(b1 + u);
-        let w2 = unit_load(b2 + u);
-        let w3 = unit_load(b3 + u);
-        let o = 8u * u;
-        a0 += quad_dot(w0, w1, w2, w3, xa.x + o);
-        a1 += quad_dot(w0, w1, w2, w3, xa.y + o);
-        a2 += quad_dot(w0, w1, w2, w3, xa.z + o);
-        a3 += quad_dot(w0, w1, w2, w3, xa.w + o);
-        a4 += quad_dot(w0, w1, w2, w3, xb.x + o);
-        a5 += quad_dot(w0, w1, w2, w3, xb.y + o);
-        a6 += quad_dot(w0, w1, w2, w3, xb.z + o);
-        a7 += quad_dot(w0, w1, w2, w3, xb.w + o);
+// x vec4 q of the tile's token j (row j of the step's columns 4q..4q+4)
+// into xs.
+fn stage_x(j: u32, q: u32, v: vec4<f32>) {
+    let o = j / 4u;
+    let c = j % 4u;
+    xs[(4u * q) * XV + o][c] = v.x;
+    xs[(4u * q + 1u) * XV + o][c] = v.y;
+    xs[(4u * q + 2u) * XV + o][c] = v.z;
+    xs[(4u * q + 3u) * XV + o][c] = v.w;
+}
+
+// An invocation's register tile: lo_n / hi_n hold token 4t+n's products
+// with rows 4g..4g+4 / HALF+4g..HALF+4g+4.
+struct Acc {
+    lo0: vec4<f32>,
+    lo1: vec4<f32>,
+    lo2: vec4<f32>,
+    lo3: vec4<f32>,
+    hi0: vec4<f32>,
+    hi1: vec4<f32>,
+    hi2: vec4<f32>,
+    hi3: vec4<f32>,
+}
+
+// The 32 columns of the staged step on the register tile (g, t).
+fn products(acc: Acc, g: u32, t: u32) -> Acc {
+    var a = acc;
+    for (var k = 0u; k < 32u; k++) {
+        let lo = ws[k * WV + g];
+        let hi = ws[k * WV + HALF / 4u + g];
+        let v = xs[k * XV + t];
+        a.lo0 += lo * v.x;
+        a.hi0 += hi * v.x;
+        a.lo1 += lo * v.y;
+        a.hi1 += hi * v.y;
+        a.lo2 += lo * v.z;
+        a.hi2 += hi * v.z;
+        a.lo3 += lo * v.w;
+        a.hi3 += hi * v.w;
     }
-    return Sums(a0, a1, a2, a3, a4, a5, a6, a7);
+    return a;
 }
 
-fn silu(v: f32) -> f32 {
+fn silu(v: vec4<f32>) -> vec4<f32> {
     return v / (1.0 + exp(-v));
+}
+
+// Row r (of this dispatch's matrix) of token slot j of the tile.
+fn put_y(tile: vec4<u32>, j: u32, r: u32, z: u32, v: f32) {
+    if r < p.rows && j < tile.z {
+        let idx = order[tile.y + j] * p.y_tok + z * p.y_stride + p.y_off + r;
+        if ACCUM {
+            y[idx] += v;
+        } else {
+            y[idx] = v;
+        }
+    }
+}
+
+fn put_quad(tile: vec4<u32>, j: u32, r: u32, z: u32, v: vec4<f32>) {
+    put_y(tile, j, r, z, v.x);
+    put_y(tile, j, r + 1u, z, v.y);
+    put_y(tile, j, r + 2u, z, v.z);
+    put_y(tile, j, r + 3u, z, v.w);
+}
+
+// The epilogue of token slot j: rows r0+4g.. from `lo`, and with GATE_UP
+// silu(lo)·hi there, else rows r0+HALF+4g.. from `hi`.
+fn finish(tile: vec4<u32>, j: u32, r: u32, z: u32, lo: vec4<f32>, hi: vec4<f32>) {
+    if GATE_UP {
+        put_quad(tile, j, r, z, silu(lo) * hi);
+    } else {
+        put_quad(tile, j, r, z, lo);
+        put_quad(tile, j, r + HALF, z, hi);
+    }
 }
 
 @compute @workgroup_size(WG)
@@ -144,41 +219,44 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     if tile.z == 0u {
         return;
     }
-    let r = wid.x * ROWS + ids.lid / TPR;
-    let t = ids.lid % TPR;
-    let m = tile.x + wid.z;
-
-    // x offsets of the tile's rows; rows past its count repeat its last
-    // row and are not written.
-    var xo: array<u32, TOK>;
-    for (var j = 0u; j < TOK; j++) {
-        let a = order[tile.y + min(j, tile.z - 1u)];
-        xo[j] = (a / p.x_div) * p.x_tok + wid.z * p.x_stride;
-    }
-    let xa = vec4<u32>(xo[0], xo[1], xo[2], xo[3]);
-    let xb = vec4<u32>(xo[4], xo[5], xo[6], xo[7]);
-    let mat = m * p.mat_units;
-    let gate = tile_dots(mat, r, t, xa, xb);
-    var up: Sums;
+    let lid = ids.lid;
+    var r0 = wid.x * ROWS;
     if GATE_UP {
-        up = tile_dots(mat + p.rows * p.units, r, t, xa, xb);
+        r0 = wid.x * HALF;
     }
-    for (var i = 0u; i < RPI; i++) {
-        let ri = r + i * (WG / TPR);
-        for (var j = 0u; j < TOK; j++) {
-            var out = seg_sum(gate[j][i], ids, TPR);
-            if GATE_UP {
-                out = silu(out) * seg_sum(up[j][i], ids, TPR);
-            }
-            if t == 0u && ri < p.rows && j < tile.z {
-                let a = order[tile.y + j];
-                let idx = a * p.y_tok + wid.z * p.y_stride + p.y_off + ri;
-                if ACCUM {
-                    y[idx] += out;
-                } else {
-                    y[idx] = out;
-                }
-            }
+    // The weight row this invocation stages (clamped: rows past the
+    // matrix are computed and not written).
+    var row = min(r0 + lid, p.rows - 1u);
+    if GATE_UP {
+        row = min(r0 + lid % HALF, p.rows - 1u);
+        if lid >= HALF {
+            row += p.rows;
         }
     }
+    let base = (tile.x + wid.z) * p.mat_units + row * p.units;
+    // The tile's token this invocation stages (slots past its count
+    // repeat its last row and are not written), and its vec4s q0 + 2m.
+    let j = lid % TOK;
+    let q0 = lid / TOK;
+    let a = order[tile.y + min(j, tile.z - 1u)];
+    let xo = (a / p.x_div) * p.x_tok + wid.z * p.x_stride + q0;
+    let g = lid / XV;
+    let t = lid % XV;
+    var acc = Acc();
+    for (var u = 0u; u < p.units; u++) {
+        stage_unit(lid, base + u);
+        let xu = xo + 8u * u;
+        stage_x(j, q0, x[xu]);
+        stage_x(j, q0 + 2u, x[xu + 2u]);
+        stage_x(j, q0 + 4u, x[xu + 4u]);
+        stage_x(j, q0 + 6u, x[xu + 6u]);
+        workgroupBarrier();
+        acc = products(acc, g, t);
+        workgroupBarrier();
+    }
+    let r = r0 + 4u * g;
+    finish(tile, 4u * t, r, wid.z, acc.lo0, acc.hi0);
+    finish(tile, 4u * t + 1u, r, wid.z, acc.lo1, acc.hi1);
+    finish(tile, 4u * t + 2u, r, wid.z, acc.lo2, acc.hi2);
+    finish(tile, 4u * t + 3u, r, wid.z, acc.lo3, acc.hi3);
 }

@@ -25,7 +25,7 @@ enable wgpu_cooperative_matrix;
 
 const WG: u32 = 256u;
 /// Rows of x per tile (two B matrices' columns; shorter tiles are padded).
-/// host: gpu::ops::MATMUL_COOP_TILE
+/// host: gpu::ops::MATMUL_TILE
 const TOK: u32 = 32u;
 /// Weight rows dequantized per workgroup and step (GATE_UP: half gate, half up).
 /// host: gpu::ops::MATMUL_COOP_ROWS

@@ -7,14 +7,16 @@
 //! error is not the kernel's. Outputs are poisoned with NaN (ACCUM ones hold
 //! random values) and every element a dispatch must not write, rows past
 //! the chunk's tokens included, is checked to be left bit for bit.
-//! matmul_coop.wgsl (cooperative matrices) runs the same cases in its tiles
-//! of 32 and in tiles of 8 where the adapter offers them; elsewhere each test says it skipped it.
+//! Dense cases run in the plan's tiles of 32 and in tiles of 8 (partly
+//! empty tiles, as routed experts' often are). matmul_coop.wgsl
+//! (cooperative matrices) runs the same cases where the adapter offers
+//! them; elsewhere each test says it skipped it.
 
 mod common;
 
 use glmw::gpu::ops::{
     self, Dispatch, MatmulBindings, MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides,
-    MatmulParams, MATMUL_COOP_TILE, MATMUL_ROWS, MATMUL_TILE,
+    MatmulParams, MATMUL_TILE,
 };
 use glmw::gpu::{Format, Kernel, Pipelines};
 
@@ -43,6 +45,10 @@ const EXTRA_ROWS: usize = 5;
 
 /// Extra poisoned floats after every output, to catch overruns.
 const TAIL: usize = 7;
+
+/// Tiles shorter than the kernels' `MATMUL_TILE` (each token slot past a
+/// tile's count is computed and must not be written).
+const SHORT_TILE: u32 = 8;
 
 /// One matmul dispatch to check: shapes and layout (floats, not vec4s).
 #[derive(Clone, Copy, Debug)]
@@ -218,7 +224,7 @@ fn check(
     } else {
         let o = MatmulOverrides { gate_up, accum };
         let d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
-        (d, MATMUL_ROWS, MATMUL_TOL)
+        (d, ops::matmul_rows(gate_up), MATMUL_TOL)
     };
     d.workgroups = [(c.rows as u32).div_ceil(rows), t.n_tiles, c.heads as u32];
     ops::run(gpu, &[d]).unwrap();
@@ -253,19 +259,17 @@ fn check_dense(name: &str, cases: &[Case]) {
     for (i, c) in cases.iter().enumerate() {
         let seed = 1000 * i as u64 + 31;
         let w = weights(c, seed);
-        let t = dense_tiles(c.n_rows, MATMUL_TILE);
         let x = common::randn(c.x_len(), 1.0, seed + 1);
         let y0 = if c.accum {
             common::randn(c.y_len(), 1.0, seed + 2)
         } else {
             vec![f32::NAN; c.y_len()]
         };
-        for pipes in common::pipelines() {
-            worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
-        }
-        if with_coop {
-            // the plan's tiles of 32, and the fallback's of 8 (padded)
-            for t in [dense_tiles(c.n_rows, MATMUL_COOP_TILE), t] {
+        for t in [MATMUL_TILE, SHORT_TILE].map(|n| dense_tiles(c.n_rows, n)) {
+            for pipes in common::pipelines() {
+                worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
+            }
+            if with_coop {
                 let e = check(true, &common::pipelines()[0], c, &w, &t, &x, &y0).0;
                 worst_coop = worst_coop.max(e);
             }
@@ -281,8 +285,8 @@ fn check_dense(name: &str, cases: &[Case]) {
 #[test]
 fn matmul_every_format_dense() {
     use Format::*;
-    // 70 rows: a second row workgroup with 6 live rows; 19 tokens: tiles
-    // of 8, 8 and 3. Units per row not a multiple of TPR (3, 5, 9).
+    // 70 rows: a second row workgroup with 6 live rows (a third with
+    // GATE_UP); 19 tokens: one partial tile (or tiles of 8, 8 and 3).
     let mut cases: Vec<Case> = [
         (F32, 96),
         (F16, 160),
@@ -307,7 +311,9 @@ fn matmul_every_format_dense() {
         // one token; exactly one tile; wide x rows, gaps and an offset in y
         // (a row part of a split matrix) that must stay NaN
         dense(Q4_0, 64, 9, 1),
-        dense(Q6K, 256, 64, 8),
+        dense(Q6K, 256, 64, 32),
+        // tiles of 32, 32 and 6
+        dense(Q4_0, 160, 70, 70),
         Case {
             x_tok: 96 + 8,
             y_tok: 70 + 11,
@@ -346,6 +352,8 @@ fn matmul_gate_up_and_accum() {
     let cases = [
         // dense / shared FFN gate+up: 70 rows of gate then 70 of up
         gate_up(Q4_0, 256, 70, 19),
+        gate_up(Q8_0, 128, 70, 70),
+        accum(Q4_0, 96, 64, 33),
         gate_up(Q8_0, 96, 13, 5),
         gate_up(Q6K, 256, 64, 11),
         Case {
@@ -391,6 +399,7 @@ fn matmul_batched_heads() {
     let cases = [
         // k_b: each head's q_nope (64 of its 96 q floats) → 70 latent
         heads(Q8_0, 64, 70, 4, 96, 70, 19),
+        heads(Q8_0, 64, 70, 2, 96, 70, 40),
         // v_b: each head's latent → 40
         heads(Q4_0, 128, 40, 3, 128, 40, 19),
         // gaps between heads' outputs and an offset, that must stay NaN
@@ -593,12 +602,12 @@ fn check_moe(m: &Moe, seed: u64, coop: bool) -> (f64, f64) {
     // of the sum counts.
     let resid = common::randn((m.n_tok + EXTRA_ROWS) * m.n_embd + TAIL, 0.01, seed + 5);
     let (mut worst_mm, mut worst_sum) = (0f64, 0f64);
-    let (pipes, tile) = match coop {
-        true => (&common::pipelines()[..1], MATMUL_COOP_TILE),
-        false => (common::pipelines(), MATMUL_TILE),
+    let pipes = match coop {
+        true => &common::pipelines()[..1],
+        false => common::pipelines(),
     };
     for pipes in pipes {
-        let t = group(pipes, &sel, m.n_expert, tile);
+        let t = group(pipes, &sel, m.n_expert, MATMUL_TILE);
         let (e, act) = check(coop, pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
         worst_mm = worst_mm.max(e);
         let act = &act[..down.x_len()];
@@ -631,10 +640,12 @@ fn moe_routed_group_matmuls_and_sum() {
         n_expert: 6,
     };
     let cases = [
-        // 42 assignments, 17 of them to expert 0 (tiles of 8, 8, 1), none
+        // 42 assignments, 17 of them to expert 0 (one partial tile), none
         // to expert 5; 288 = 5 row workgroups, the last partly live, and
         // 2 moe_sum workgroups
         moe(Q4_0, Q8_0, 288, 96, 21),
+        // 90 assignments, 36 to expert 0: a full tile of 32 and one of 4
+        moe(Q4_0, Q8_0, 256, 96, 45),
         moe(Q5K, Q6K, 256, 256, 21),
         moe(Q4K, Q6K, 256, 512, 21),
         moe(Q4K, Q5_0, 96, 256, 9),

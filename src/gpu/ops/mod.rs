@@ -219,15 +219,14 @@ pub fn embed(
 
 // ---- prefill matmul and MoE grouping -----------------------------------
 
-/// Rows of x per matmul tile (shaders/matmul.wgsl `TOK`).
-pub const MATMUL_TILE: u32 = 8;
-/// Weight rows per matmul workgroup (shaders/matmul.wgsl `ROWS`: RPI · WG
-/// / TPR).
-pub const MATMUL_ROWS: u32 = 256;
+/// Rows of x per prefill matmul tile: shaders/matmul.wgsl's `TOK` and
+/// shaders/matmul_coop.wgsl's (the columns of its two B matrices), so the
+/// plan builds one tile size whichever kernel the adapter runs.
+pub const MATMUL_TILE: u32 = 32;
+/// Weight rows per matmul workgroup (shaders/matmul.wgsl `ROWS`: one per
+/// invocation); it writes half as many with GATE_UP.
+pub const MATMUL_ROWS: u32 = 64;
 
-/// Rows of x per tile of the cooperative-matrix matmul
-/// (shaders/matmul_coop.wgsl `TOK`: the columns of its two B matrices).
-pub const MATMUL_COOP_TILE: u32 = 32;
 /// Weight rows each matmul_coop workgroup dequantizes per step
 /// (shaders/matmul_coop.wgsl `ROWS`); it writes half as many with GATE_UP.
 pub const MATMUL_COOP_ROWS: u32 = 128;
@@ -271,12 +270,11 @@ pub fn matmul_coop(
     Dispatch::with(gpu, pipes, Kernel::MatmulCoop(format), &o, b, [1, 1, 1])
 }
 
-/// Rows of x per prefill matmul tile: matmul_coop.wgsl's where the
-/// adapter has cooperative matrices (`Caps::coop`), else matmul.wgsl's.
-pub fn matmul_tile(coop: bool) -> u32 {
-    match coop {
-        true => MATMUL_COOP_TILE,
-        false => MATMUL_TILE,
+/// Output rows per matmul workgroup.
+pub fn matmul_rows(gate_up: bool) -> u32 {
+    match gate_up {
+        true => MATMUL_ROWS / 2,
+        false => MATMUL_ROWS,
     }
 }
 

@@ -3,11 +3,11 @@
 //! tokens at once, built once per session next to the decode plan and
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul_coop.wgsl (cooperative matrices, where the adapter offers them)
-//! or matmul.wgsl, which dequantize each weight unit once per tile of 32 or
-//! 8 tokens; routed experts are grouped by expert (moe_group.wgsl) so each
-//! expert's weights are read once per tile of its tokens. Attention is
-//! causal over the cache: every token of the chunk appends its row first,
-//! then attends over the positions up to its own in one split.
+//! or matmul.wgsl, which dequantize each weight unit once per tile of 32
+//! tokens (`ops::MATMUL_TILE`); routed experts are grouped by expert
+//! (moe_group.wgsl) so each expert's weights are read once per tile of its
+//! tokens. Attention is causal over the cache: every token of the chunk
+//! appends its row first, then attends over the positions up to its own in one split.
 //!
 //! Per MoE block: attn_norm, q_a, q_a_norm, q_b, kv_a, kv_append, k_b,
 //! attention, v_b, attn_output (+ residual), ffn_norm, router logits, router
@@ -28,7 +28,7 @@ use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
 use crate::gpu::ops::{
     self, AttentionBindings, Dispatch, KvAppendBindings, MoeGroupBindings, MoeSumBindings,
-    RmsNormBindings, RouterBindings,
+    RmsNormBindings, RouterBindings, MATMUL_TILE,
 };
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
@@ -43,7 +43,7 @@ use matmul::Mm;
 enum Dim {
     Fixed(u32),
     Tokens,
-    /// Tiles of `Prefill::tile` consecutive tokens.
+    /// Tiles of `ops::MATMUL_TILE` consecutive tokens.
     DenseTiles,
     /// The most expert tiles the chunk's assignments can make.
     RoutedTiles,
@@ -57,8 +57,6 @@ struct Op {
 pub struct Prefill {
     /// Most tokens per chunk.
     pub ubatch: usize,
-    /// Rows of x per matmul tile (`ops::matmul_tile`).
-    tile: u32,
     ops: Vec<Op>,
     n_used: u32,
     n_expert: u32,
@@ -101,15 +99,15 @@ impl Prefill {
         match d {
             Dim::Fixed(n) => n,
             Dim::Tokens => n_tok,
-            Dim::DenseTiles => n_tok.div_ceil(self.tile),
-            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, self.tile),
+            Dim::DenseTiles => n_tok.div_ceil(MATMUL_TILE),
+            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, MATMUL_TILE),
         }
     }
 
     /// Write the per-chunk tables for `n_tok` tokens: the dense tiles and
     /// the grouping's params. (Embeddings and steps are the engine's.)
     pub fn write_chunk(&self, gpu: &Gpu, n_tok: u32) {
-        let t = self.tile;
+        let t = MATMUL_TILE;
         let tiles: Vec<[u32; 4]> = (0..n_tok.div_ceil(t))
             .map(|i| [0, i * t, t.min(n_tok - i * t), 0])
             .collect();
@@ -119,8 +117,8 @@ impl Prefill {
         let gp = ops::MoeGroupParams {
             n_assign,
             n_expert: self.n_expert,
-            tile: self.tile,
-            max_tiles: ops::max_tiles(n_assign, self.n_expert, self.tile),
+            tile: MATMUL_TILE,
+            max_tiles: ops::max_tiles(n_assign, self.n_expert, MATMUL_TILE),
         };
         gpu.queue
             .write_buffer(&self.group_params, 0, bytemuck::bytes_of(&gp));
@@ -273,7 +271,7 @@ pub fn build(
         .checked_mul(n_used)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
-    let tile = ops::matmul_tile(gpu.caps.coop);
+    let tile = MATMUL_TILE;
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
     let a = Acts::new(gpu, c, u, n_used)?;
     let p = Uniforms::new(gpu, c, u, n_used, n_assign, (tile, max_tiles));
@@ -296,7 +294,6 @@ pub fn build(
     let Builder { ops, low, .. } = b;
     Ok(Prefill {
         ubatch,
-        tile,
         ops,
         n_used: n_used as u32,
         n_expert: c.n_expert.max(1) as u32,

@@ -5,7 +5,7 @@
 
 use super::{Builder, Dim};
 use crate::error::Result;
-use crate::gpu::ops::{self, MATMUL_ROWS};
+use crate::gpu::ops;
 use crate::gpu::weights::{Matrix, Part};
 
 /// One matmul's inputs and layout besides the matrix.
@@ -96,10 +96,8 @@ impl Builder<'_> {
                 weights,
             };
             let o = ops::MatmulOverrides { gate_up, accum };
-            (
-                ops::matmul(self.gpu, self.pipes, m.format, o, &b)?,
-                MATMUL_ROWS,
-            )
+            let d = ops::matmul(self.gpu, self.pipes, m.format, o, &b)?;
+            (d, ops::matmul_rows(gate_up))
         };
         let tiles = match v.routed {
             true => Dim::RoutedTiles,
