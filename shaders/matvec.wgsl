@@ -35,14 +35,14 @@
 //           (binding 1: slot z's n_slot splits, each units·8 vec4s) and
 //           binding 2 their (m, l) pairs; each workgroup merges its head's
 //           splits (flash-decoding combine) into shared memory first
-//           (n_kv / 4 <= 128 vec4s, n_slot <= 128 splits).
+//           (n_kv / 4 <= 128 vec4s, n_slot <= MAX_SPLITS = 2·WG splits).
 
 /// host: gpu::ops::MATVEC_WG
 const WG: u32 = 128u;
 /// host: gpu::ops::MAX_LATENT
 const MAX_LATENT: u32 = 512u;
 /// host: gpu::ops::MAX_SPLITS
-const MAX_SPLITS: u32 = 128u;
+const MAX_SPLITS: u32 = 256u;
 
 // A dequantized weight unit: weights 4i .. 4i + 4 in element i.
 alias Unit = array<vec4<f32>, 8>;
@@ -214,24 +214,36 @@ fn merge8(h: u32, s: u32, groups: u32, i: u32, n4: u32, n_used: u32) -> vec4<f32
         + (weighted_split(h, s + 6u * groups, i, n4, n_used) + weighted_split(h, s + 7u * groups, i, n4, n_used));
 }
 
+// Split s's (m, l), or an empty split's past n_slot.
+fn split_or_empty(h: u32, s: u32) -> vec2<f32> {
+    if s < p.n_slot {
+        return split_ml(h * p.n_slot + s);
+    }
+    return vec2<f32>(-3.0e38, 0.0);
+}
+
 // xs = Σ_s e^(m_s − M) · o_s / Σ_s e^(m_s − M) · l_s over head h's splits
 // with l_s > 0 (attention marks the others empty; the used ones come
-// first). Invocation s < n_slot reads split s's (m, l); the weights go
-// through shared memory. The WG / n4 groups of n4 invocations each sum
-// every groups-th split, so all invocations have loads in flight.
+// first). Invocation i reads splits i and i + WG (n_slot <= MAX_SPLITS =
+// 2·WG); the weights go through shared memory. The WG / n4 groups of n4
+// invocations each sum every groups-th split, so all invocations have
+// loads in flight.
 fn merge_splits(h: u32, ids: Ids) {
     let n4 = p.units * 8u;
-    var e = vec2<f32>(-3.0e38, 0.0);
+    let e0 = split_or_empty(h, ids.lid);
+    let e1 = split_or_empty(h, ids.lid + WG);
+    let u0 = e0.y > 0.0;
+    let u1 = e1.y > 0.0;
+    let mx = wg_max(max(select(-3.0e38, e0.x, u0), select(-3.0e38, e1.x, u1)), ids);
+    let f0 = select(0.0, exp(e0.x - mx), u0);
+    let f1 = select(0.0, exp(e1.x - mx), u1);
+    let den = wg_sum(f0 * e0.y + f1 * e1.y, ids);
+    let n_used = u32(wg_sum(select(0.0, 1.0, u0) + select(0.0, 1.0, u1), ids));
     if ids.lid < p.n_slot {
-        e = split_ml(h * p.n_slot + ids.lid);
+        split_w[ids.lid] = f0 / den;
     }
-    let used = e.y > 0.0;
-    let mx = wg_max(select(-3.0e38, e.x, used), ids);
-    let f = select(0.0, exp(e.x - mx), used);
-    let den = wg_sum(f * e.y, ids);
-    let n_used = u32(wg_sum(select(0.0, 1.0, used), ids));
-    if ids.lid < p.n_slot {
-        split_w[ids.lid] = f / den;
+    if ids.lid + WG < p.n_slot {
+        split_w[ids.lid + WG] = f1 / den;
     }
     workgroupBarrier();
     let groups = WG / n4;

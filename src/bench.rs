@@ -17,6 +17,7 @@ pub use model::{mean_sd, model, ModelReport, ModelSpec, TestRun};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::gpu::ops::{Dispatch, ReadBandwidthBindings};
+use crate::gpu::plan::BlockRange;
 use crate::gpu::profile::Timer;
 use crate::gpu::{Gpu, Kernel, Pipelines};
 
@@ -160,6 +161,22 @@ pub fn read_bandwidth(gpu: &Gpu) -> Result<f64> {
     Ok(size as f64 / stats(&t).median / 1e9)
 }
 
+/// Dispatch `i` of block `b` and the dispatch at the same offset in every
+/// other block of b's kind (dense or MoE: each kind lowers one recipe, so
+/// the offsets match); `i` alone outside the blocks (the head).
+fn same_op(blocks: &[BlockRange], b: &BlockRange, i: usize) -> Vec<usize> {
+    if !(b.attn.start..b.ffn.end).contains(&i) {
+        return vec![i];
+    }
+    let off = i - b.attn.start;
+    let len = b.ffn.end - b.attn.start;
+    blocks
+        .iter()
+        .filter(|o| o.moe == b.moe && o.ffn.end - o.attn.start == len)
+        .map(|o| o.attn.start + off)
+        .collect()
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct ReadParams {
@@ -168,12 +185,15 @@ pub(crate) struct ReadParams {
 }
 
 /// Each dispatch of block `layer` (default: the first MoE block) and of the
-/// output head, replayed `count` times back to back in one pass, `rounds`
-/// times; attention at each of `contexts`. A replay waits for the one
-/// before it (each writes the same output), as a dependent dispatch waits
-/// in a token, so µs per replay is the kernel plus its floor. Timing each
-/// dispatch between two timestamps instead would add the timestamp's own
-/// cost (~8 µs on the H100's Vulkan driver, which drains the GPU for it).
+/// output head: the same op of every block of that kind (one after
+/// another, as in a token: their weights together overflow the L2, where
+/// one block's matrix replayed would stay) about `count` times back to
+/// back in one pass, `rounds` times; attention at each of `contexts`. A
+/// replay waits for the one before it (each writes the same output), as a
+/// dependent dispatch waits in a token, so µs per replay is the kernel
+/// plus its floor. Timing each dispatch between two timestamps instead
+/// would add the timestamp's own cost (~8 µs on the H100's Vulkan driver,
+/// which drains the GPU for it).
 pub fn micro(
     e: &mut Engine,
     layer: Option<usize>,
@@ -211,9 +231,11 @@ pub fn micro(
             // sat at 345 MHz between single dispatches), and decode runs
             // at full clock.
             e.time_range(0..n_disp, 3)?;
-            e.time_replays(i..i + 1, count)?;
+            let same = same_op(&blocks, &b, i);
+            let reps = count.div_ceil(same.len());
+            e.time_dispatches(&same, reps)?;
             let per = (0..rounds)
-                .map(|_| Ok(e.time_replays(i..i + 1, count)? / count as f64))
+                .map(|_| Ok(e.time_dispatches(&same, reps)? / (reps * same.len()) as f64))
                 .collect::<Result<Vec<f64>>>()?;
             let us = stats(&per).median / 1e3;
             let bytes = match ctx {

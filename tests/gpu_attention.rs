@@ -241,11 +241,15 @@ fn attention_and_combine_match_f64_softmax() {
     // (shape, [(n_pos, n_split, q std)]): one position, splits that do not divide n_pos (some left
     // empty), partial and many 32-position tiles per split, a peaked
     // softmax, long contexts with the decode's split counts
-    // (ops::attention_splits: 22 at 700, 125 at 5000) and others, 128
-    // leaving the last three empty.
+    // (ops::attention_splits: 22 at 700, 157 at 5000, 256 at 16384) and
+    // others, 160 leaving the last three empty.
     assert_eq!(
-        (ops::attention_splits(700), ops::attention_splits(5000)),
-        (22, 125)
+        (
+            ops::attention_splits(700),
+            ops::attention_splits(5000),
+            ops::attention_splits(16384)
+        ),
+        (22, 157, 256)
     );
     let cases = [
         (
@@ -260,9 +264,10 @@ fn attention_and_combine_match_f64_softmax() {
                 (100, 16, 1.0),
                 (700, 22, 1.0),
                 (700, 3, 1.0),
-                (5000, 125, 1.0),
-                (5000, 128, 1.0),
+                (5000, 157, 1.0),
+                (5000, 160, 1.0),
                 (5000, 17, 2.0),
+                (8200, 256, 1.0),
             ],
         ),
         (

@@ -149,18 +149,25 @@ impl<'a> Engine<'a> {
     /// timestamps the wall time of the submission (including its fixed
     /// submit and wait cost).
     pub fn time_replays(&mut self, range: std::ops::Range<usize>, reps: usize) -> Result<f64> {
-        if range.end > self.plan.dispatches.len() || range.is_empty() || reps == 0 {
+        self.time_dispatches(&range.collect::<Vec<_>>(), reps)
+    }
+
+    /// As `time_replays`, for the plan's dispatches `indices` in that order
+    /// (one op of every block, say: together they read more weights than
+    /// the GPU's L2 holds, as a token does).
+    pub fn time_dispatches(&mut self, indices: &[usize], reps: usize) -> Result<f64> {
+        let n = self.plan.dispatches.len();
+        if indices.is_empty() || indices.iter().any(|&i| i >= n) || reps == 0 {
             return Err(Error::InvalidArgument(format!(
-                "{reps} replays of dispatches {range:?}: the plan has 0..{}",
-                self.plan.dispatches.len()
+                "{reps} replays of dispatches {indices:?}: the plan has 0..{n}"
             )));
         }
         self.write_step(self.pos.min(self.n_ctx - 1));
-        let seg = &self.plan.at(self.pos + 1)[range];
+        let plan = self.plan.at(self.pos + 1);
         let mut record = |pass: &mut wgpu::ComputePass<'_>, _: usize| {
             for _ in 0..reps {
-                for d in seg {
-                    d.record(pass);
+                for &i in indices {
+                    plan[i].record(pass);
                 }
             }
         };

@@ -346,10 +346,11 @@ impl Step {
 }
 
 /// Most attention splits per token: one attention workgroup each (all heads
-/// of a block), so 16K positions fill ~128 SMs. The partial buffers are
-/// sized for it, and attn_v_b's merge (matvec.wgsl COMBINE) holds this
-/// many split weights in workgroup memory.
-pub const MAX_SPLITS: u32 = 128;
+/// of a block), so 16K positions put two on each of ~128 SMs (one each
+/// left an SM's FMA pipes idle behind the tile's loads and barriers). The
+/// partial buffers are sized for it, and attn_v_b's merge (matvec.wgsl
+/// COMBINE) holds this many split weights in workgroup memory.
+pub const MAX_SPLITS: u32 = 256;
 
 /// Positions per attention tile (shaders/attention.wgsl `TILE`).
 pub const ATTENTION_TILE: usize = 32;
