@@ -22,7 +22,8 @@
 //
 // A workgroup computes a ROWS × TOK block of products, one 32-column unit
 // (K step) at a time. Per step invocation i dequantizes unit u of weight
-// row i (unit_load) into `ws` and copies 4 x vec4s of the tile into `xs`,
+// row i (unit_load) into `ws` and copies x vec4 i % 8 of the tile's tokens
+// i / 8 + 8m (m < 4) into `xs`,
 // both as f32 and column-major (one vec4 = 4 rows or 4 tokens of one
 // column); after a barrier invocation (g, t) = (lid / 8, lid % 8) owns the
 // register tile of rows 4g..4g+4 and 32+4g..32+4g+4 (with GATE_UP: gate
@@ -36,12 +37,19 @@
 // - Workgroup-memory loads: 3 vec4 per column per invocation, 96 per step:
 //   10.7 FMAs per load (2.7 per float). In a 32-lane subgroup (4 row
 //   groups × 8 token groups) a `ws` load reads 4 distinct vec4 and an `xs`
-//   load 8 consecutive ones (128 bytes): no bank conflicts. The staging
-//   stores are scalar, one column of 32 consecutive rows or tokens per
-//   subgroup store: no conflicts either, so no padding.
+//   load 8 (128 bytes, `xs`'s swizzle only permutes them): no bank
+//   conflicts. The staging stores are scalar: a subgroup writes one
+//   column of 32 consecutive rows to `ws`, and 8 columns × 4 tokens to
+//   `xs` through its swizzle: 32 banks either way, so no padding.
 // - Global loads: 64 weight units (Q4_0: 1,152 bytes) and 256 x vec4
 //   (4 KB, which every row workgroup of the tile reads: mostly L1/L2
-//   hits): each dequantized weight serves 32 tokens, each x float 64 rows.
+//   hits; eight consecutive invocations read one token's 128 bytes, so a
+//   subgroup's load touches 4 lines, not 32): each dequantized weight
+//   serves 32 tokens, each x float 64 rows. Shared memory and L1 share
+//   one pipe (~1 wavefront per clock per SM on NVIDIA): per subgroup and
+//   step ~96 product loads, 48 staging stores, 16 x load lines and the
+//   weight loads (Q4_0: 64 lines, one row per lane) against 1,024 FMA
+//   instructions, a quarter of an SM's FMA issue.
 //   The dequantization (~4 instructions per weight for Q4_0) is ~12% of
 //   the 32 FMAs each weight feeds.
 // - Registers: 32 accumulators + 12 operands + addresses in the product
@@ -103,7 +111,9 @@ struct Params {
 
 // One K step of weights: column k's rows 4v..4v+4 at ws[k·WV + v].
 var<workgroup> ws: array<vec4<f32>, 32u * WV>;
-// One K step of x: column k's tokens 4t..4t+4 at xs[k·XV + t].
+// One K step of x: column k's tokens 4t..4t+4 at xs[k·XV + (t ^ k / 4)]
+// (swizzled so that the staging stores of a subgroup, 8 columns 4 apart
+// by 4 tokens, fall on 32 different banks).
 var<workgroup> xs: array<vec4<f32>, 32u * XV>;
 
 // The four bytes of `w`, low first.
@@ -138,7 +148,7 @@ fn stage_unit(r: u32, u: u32) {
 // x vec4 q of the tile's token j (row j of the step's columns 4q..4q+4)
 // into xs.
 fn stage_x(j: u32, q: u32, v: vec4<f32>) {
-    let o = j / 4u;
+    let o = (j / 4u) ^ q;
     let c = j % 4u;
     xs[(4u * q) * XV + o][c] = v.x;
     xs[(4u * q + 1u) * XV + o][c] = v.y;
@@ -165,7 +175,7 @@ fn products(acc: Acc, g: u32, t: u32) -> Acc {
     for (var k = 0u; k < 32u; k++) {
         let lo = ws[k * WV + g];
         let hi = ws[k * WV + HALF / 4u + g];
-        let v = xs[k * XV + t];
+        let v = xs[k * XV + (t ^ (k / 4u))];
         a.lo0 += lo * v.x;
         a.hi0 += hi * v.x;
         a.lo1 += lo * v.y;
@@ -176,6 +186,13 @@ fn products(acc: Acc, g: u32, t: u32) -> Acc {
         a.hi3 += hi * v.w;
     }
     return a;
+}
+
+// The x vec4 offset (column 0) of the tile's token slot j; slots past its
+// count repeat its last row and are not written.
+fn x_at(tile: vec4<u32>, j: u32, z: u32) -> u32 {
+    let a = order[tile.y + min(j, tile.z - 1u)];
+    return (a / p.x_div) * p.x_tok + z * p.x_stride;
 }
 
 fn silu(v: vec4<f32>) -> vec4<f32> {
@@ -234,22 +251,22 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         }
     }
     let base = (tile.x + wid.z) * p.mat_units + row * p.units;
-    // The tile's token this invocation stages (slots past its count
-    // repeat its last row and are not written), and its vec4s q0 + 2m.
-    let j = lid % TOK;
-    let q0 = lid / TOK;
-    let a = order[tile.y + min(j, tile.z - 1u)];
-    let xo = (a / p.x_div) * p.x_tok + wid.z * p.x_stride + q0;
+    // The x vec4 q of the tile's tokens j + 8m this invocation stages
+    // (consecutive invocations read a token's row: coalesced loads).
+    let q = lid % 8u;
+    let j = lid / 8u;
+    let xo = vec4<u32>(x_at(tile, j, wid.z), x_at(tile, j + 8u, wid.z),
+        x_at(tile, j + 16u, wid.z), x_at(tile, j + 24u, wid.z)) + q;
     let g = lid / XV;
     let t = lid % XV;
     var acc = Acc();
     for (var u = 0u; u < p.units; u++) {
         stage_unit(lid, base + u);
         let xu = xo + 8u * u;
-        stage_x(j, q0, x[xu]);
-        stage_x(j, q0 + 2u, x[xu + 2u]);
-        stage_x(j, q0 + 4u, x[xu + 4u]);
-        stage_x(j, q0 + 6u, x[xu + 6u]);
+        stage_x(j, q, x[xu.x]);
+        stage_x(j + 8u, q, x[xu.y]);
+        stage_x(j + 16u, q, x[xu.z]);
+        stage_x(j + 24u, q, x[xu.w]);
         workgroupBarrier();
         acc = products(acc, g, t);
         workgroupBarrier();
