@@ -271,13 +271,12 @@ pub fn build(
         .checked_mul(n_used)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
-    let tile = MATMUL_TILE;
-    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
+    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, MATMUL_TILE);
     let a = Acts::new(gpu, c, u, n_used)?;
-    let p = Uniforms::new(gpu, c, u, n_used, n_assign, (tile, max_tiles));
+    let p = Uniforms::new(gpu, c, u, n_used, n_assign, max_tiles);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
-    let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
+    let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(MATMUL_TILE as usize)])?;
     let ids: Vec<u32> = (0..u as u32).collect();
     let identity = gpu.storage("pf.identity", bytemuck::cast_slice(&ids))?;
     let mut b = Builder {

@@ -85,7 +85,7 @@ impl Uniforms {
         u: usize,
         n_used: usize,
         n_assign: u32,
-        (tile, max_tiles): (u32, u32),
+        max_tiles: u32,
     ) -> Uniforms {
         let norm = |n: usize| {
             gpu.uniform(
@@ -101,7 +101,7 @@ impl Uniforms {
         let group = ops::MoeGroupParams {
             n_assign,
             n_expert: c.n_expert as u32,
-            tile,
+            tile: ops::MATMUL_TILE,
             max_tiles,
         };
         let sum = ops::MoeSumParams {
