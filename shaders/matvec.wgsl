@@ -3,8 +3,13 @@
 // q5_k.wgsl, q6_k.wgsl), which binds the weights at 6 (and 7) and defines
 // `unit_load(u)`: weight unit `u` (32 consecutive weights of a row; units
 // are numbered row-major over the whole buffer) dequantized into registers.
-// Every mode uses each x vec4 it loads for several rows (two adjacent
-// rows, or two gate rows and their up rows).
+// x is staged in workgroup memory a chunk of XCHUNK units at a time (the
+// norm weight folded in): every lane then reads its units' x vec4s from
+// there with no bank conflicts, where reading them from the storage buffer
+// put each lane of a warp on its own 128-byte line (lane t owns unit t, 32
+// floats of x), so one x load cost 32 L1 wavefronts. Every mode uses each
+// x vec4 it reads for several rows (two adjacent rows, or two gate rows and
+// their up rows).
 //
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (array<vec4<f32>>:
 // the norm weight when NORM, the splits' (m, l) when COMBINE, the vector
@@ -28,14 +33,16 @@
 //   MODE 2: y[y_off + r] = Σ_k sel_w[k] · W_{sel[k]}[r] · x[k·x_stride ..] + g[y_off + r]
 //           (g: the shared expert's output, computed beside the routed
 //           gate+up, or zeros)
-//   NORM:   x is replaced by RMSNorm(x) · g (MODE 0 and 1; each row's
-//           invocations sum x² from the same loads as their dot products)
+//   NORM:   x is replaced by RMSNorm(x) · g (MODE 0 and 1, one slot; the
+//           staging sums x² and multiplies by g, the 1/rms factor scales
+//           each row's total)
 //   ACCUM:  y += result instead of y = result (residual adds)
 //   COMBINE (MODE 0, attn_v_b): x is attention.wgsl's per-split partials
 //           (binding 1: slot z's n_slot splits, each units·8 vec4s) and
 //           binding 2 their (m, l) pairs; each workgroup merges its head's
-//           splits (flash-decoding combine) into shared memory first
-//           (n_kv / 4 <= 128 vec4s, n_slot <= MAX_SPLITS = 2·WG splits).
+//           splits (flash-decoding combine) into xs first instead of
+//           staging (n_kv / 4 <= 128 vec4s, n_slot <= MAX_SPLITS = 2·WG
+//           splits).
 
 /// host: gpu::ops::MATVEC_WG
 const WG: u32 = 128u;
@@ -83,31 +90,50 @@ struct Params {
 @group(0) @binding(4) var<storage, read> sel: array<u32>;
 @group(0) @binding(5) var<storage, read> sel_w: array<f32>;
 
-// COMBINE: the head's merged attention output (n_kv <= MAX_LATENT), the
-// splits' weights and the invocation groups' partial sums.
-var<workgroup> xs: array<vec4<f32>, MAX_LATENT / 4u>;
-var<workgroup> split_w: array<f32, MAX_SPLITS>;
-var<workgroup> merge_part: array<vec4<f32>, WG>;
+/// Units of x staged at a time: attn_output's 160 units are two chunks,
+/// and xs (10 KiB) with split_w and the reduction prelude's arrays stays
+/// within the 16 KiB of workgroup memory glmw asks of an adapter.
+const XCHUNK: u32 = 80u;
 
-// NORM: Σx² of the x vec4s this invocation has read. The TPR invocations
-// of a row read every vec4 of x exactly once between them (rows_part and
-// gate_up_part call xv once per vec4), so their segment sum
-// is Σx² over the whole row: the norm needs no pass of its own before the
-// first weight load.
+// The staged chunk of x: vec4 i (unit i / 8, its vec4 k = i % 8) at slot
+// xs_slot(i), i.e. vec4 k of each unit rotated by the unit's index, so the
+// eight lanes of a 128-byte phase reading the same k of eight consecutive
+// units hit eight different bank groups. COMBINE merges its head's splits
+// into the first n_kv / 4 slots and keeps the invocations' partial sums in
+// the last WG (XCHUNK · 8 >= MAX_LATENT / 4 + WG, so the two never meet).
+var<workgroup> xs: array<vec4<f32>, XCHUNK * 8u>;
+// COMBINE: the splits' weights.
+var<workgroup> split_w: array<f32, MAX_SPLITS>;
+const MERGE_PART: u32 = XCHUNK * 8u - WG;
+
+// NORM: Σx² of the x vec4s this invocation staged; every vec4 of x is
+// staged once per workgroup, so the workgroup sum is Σx² of the row.
 var<private> ss: f32;
 
-// x as the format files read it: the norm weight is folded in here and the
-// 1/rms factor applied once to the row total.
+fn xs_slot(i: u32) -> u32 {
+    return i ^ ((i >> 3u) & 7u);
+}
+
+// Vec4 i of the staged chunk, as the format files' dots read x.
 fn xv(i: u32) -> vec4<f32> {
-    if COMBINE {
-        return xs[i];
+    return xs[xs_slot(i)];
+}
+
+// Stages units [c0, c1) of the x row that starts at vec4 `base` (NORM: times
+// the norm weight, x² summed into ss). Call from uniform control flow.
+fn stage(base: u32, c0: u32, c1: u32, lid: u32) {
+    // the previous chunk's readers are done with xs
+    workgroupBarrier();
+    let n = (c1 - c0) * 8u;
+    for (var i = lid; i < n; i += WG) {
+        var v = x[base + c0 * 8u + i];
+        if NORM {
+            ss += dot(v, v);
+            v *= g[c0 * 8u + i];
+        }
+        xs[xs_slot(i)] = v;
     }
-    if NORM {
-        let v = x[i];
-        ss += dot(v, v);
-        return v * g[i];
-    }
-    return x[i];
+    workgroupBarrier();
 }
 
 // The four bytes of `w`, low first.
@@ -134,28 +160,28 @@ fn dot2(a: Unit, b: Unit, o: u32) -> vec2<f32> {
             + dot(b[4], v4) + dot(b[5], v5) + dot(b[6], v6) + dot(b[7], v7));
 }
 
-// Partial dots of rows r and r + 1 of matrix m (MODE 0 and 2) with x from
-// vec4 `xo` over the units t, t+TPR, …: each x vec4 is read once for both
-// rows. Without `second` (r is the last row) row r is read twice instead,
-// so no load leaves the matrix.
-fn rows_part(m: u32, r: u32, xo: u32, t: u32, second: bool) -> vec2<f32> {
+// Partial dots of rows r and r + 1 of matrix m (MODE 0 and 2) with the
+// staged chunk [c0, c1) over its units c0 + t, c0 + t + TPR, …: each x
+// vec4 is read once for both rows. Without `second` (r is the last row)
+// row r is read twice instead, so no load leaves the matrix.
+fn rows_part(m: u32, r: u32, t: u32, second: bool, c0: u32, c1: u32) -> vec2<f32> {
     let b0 = m * p.mat_units + r * p.units;
     let b1 = select(b0, b0 + p.units, second);
     var acc = vec2<f32>(0.0);
-    for (var u = t; u < p.units; u += TPR) {
-        acc += dot2(unit_load(b0 + u), unit_load(b1 + u), xo + u * 8u);
+    for (var u = c0 + t; u < c1; u += TPR) {
+        acc += dot2(unit_load(b0 + u), unit_load(b1 + u), (u - c0) * 8u);
     }
     return acc;
 }
 
-// Partial dots of gate row r and up row r + rows of matrix m (MODE 1) over
-// the units t, t+TPR, …: each x vec4 is read once for the two rows.
-fn gate_up_part(m: u32, r: u32, t: u32) -> vec2<f32> {
+// Partial dots of gate row r and up row r + rows of matrix m (MODE 1) with
+// the staged chunk [c0, c1): each x vec4 is read once for the two rows.
+fn gate_up_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> vec2<f32> {
     let bg = m * p.mat_units + r * p.units;
     let bu = bg + p.rows * p.units;
     var acc = vec2<f32>(0.0);
-    for (var u = t; u < p.units; u += TPR) {
-        acc += dot2(unit_load(bg + u), unit_load(bu + u), u * 8u);
+    for (var u = c0 + t; u < c1; u += TPR) {
+        acc += dot2(unit_load(bg + u), unit_load(bu + u), (u - c0) * 8u);
     }
     return acc;
 }
@@ -174,19 +200,18 @@ fn udot(a: Unit, v: Unit) -> f32 {
 }
 
 // Partial dots of gate rows r, r + 1 and their up rows (MODE 1 with two
-// pairs per group) of matrix m over the units t, t+TPR, …, as (gate r,
-// up r, gate r + 1, up r + 1): each x vec4 is read once for the four rows,
-// since the x side, not the weights, bounds these loads (with TPR 32 a
-// lane reads 128 B of x per 18-byte Q4_0 unit). Rows past the matrix
-// repeat its last row (their results are dropped).
-fn gate_up_part2(m: u32, r: u32, t: u32) -> vec4<f32> {
+// pairs per group) of matrix m with the staged chunk [c0, c1), as (gate r,
+// up r, gate r + 1, up r + 1): each x vec4 is read once for the four rows
+// (with TPR 32 a lane reads 128 B of x per 18-byte Q4_0 unit). Rows past
+// the matrix repeat its last row (their results are dropped).
+fn gate_up_part2(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> vec4<f32> {
     let last = p.rows - 1u;
     let bg0 = m * p.mat_units + min(r, last) * p.units;
     let bg1 = m * p.mat_units + min(r + 1u, last) * p.units;
     let up = p.rows * p.units;
     var acc = vec4<f32>(0.0);
-    for (var u = t; u < p.units; u += TPR) {
-        let v = x_unit(u * 8u);
+    for (var u = c0 + t; u < c1; u += TPR) {
+        let v = x_unit((u - c0) * 8u);
         acc += vec4<f32>(udot(unit_load(bg0 + u), v), udot(unit_load(bg0 + up + u), v),
             udot(unit_load(bg1 + u), v), udot(unit_load(bg1 + up + u), v));
     }
@@ -256,23 +281,23 @@ fn merge_splits(h: u32, ids: Ids) {
     for (var s = ids.lid / n4; s < n_used && ids.lid < groups * n4; s += step) {
         acc += merge8(h, s, groups, i, n4, n_used) + merge8(h, s + 8u * groups, groups, i, n4, n_used);
     }
-    merge_part[ids.lid] = acc;
+    xs[MERGE_PART + ids.lid] = acc;
     workgroupBarrier();
     if ids.lid < n4 {
         var sum = vec4<f32>(0.0);
         for (var k = 0u; k < groups; k++) {
-            sum += merge_part[k * n4 + ids.lid];
+            sum += xs[MERGE_PART + k * n4 + ids.lid];
         }
-        xs[ids.lid] = sum;
+        xs[xs_slot(ids.lid)] = sum;
     }
     workgroupBarrier();
 }
 
-// 1/rms of x (NORM; every invocation gets its row segment's Σx²), else 1.
-// Call after the partial dots, from uniform control flow.
+// 1/rms of x (NORM), else 1. Call after the last chunk is staged, from
+// uniform control flow.
 fn norm_scale(ids: Ids) -> f32 {
     if NORM {
-        return inverseSqrt(seg_sum(ss, ids, TPR) / f32(p.units * 32u) + p.eps);
+        return inverseSqrt(wg_sum(ss, ids) / f32(p.units * 32u) + p.eps);
     }
     return 1.0;
 }
@@ -292,15 +317,19 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     }
 
     if MODE == 1u {
-        // A group owns gate/up rows r .. r + pairs.
+        // A group owns gate/up rows r .. r + pairs; x is shared by the slots.
         let r = p.pairs * group;
         let live = r < p.rows;
         var a = vec4<f32>(0.0);
-        if live {
-            if p.pairs == 2u {
-                a = gate_up_part2(sel[z], r, t);
-            } else {
-                a = vec4<f32>(gate_up_part(sel[z], r, t), 0.0, 0.0);
+        for (var c0 = 0u; c0 < p.units; c0 += XCHUNK) {
+            let c1 = min(c0 + XCHUNK, p.units);
+            stage(0u, c0, c1, ids.lid);
+            if live {
+                if p.pairs == 2u {
+                    a += gate_up_part2(sel[z], r, t, c0, c1);
+                } else {
+                    a += vec4<f32>(gate_up_part(sel[z], r, t, c0, c1), 0.0, 0.0);
+                }
             }
         }
         a = seg_sum4(a, ids, TPR) * norm_scale(ids);
@@ -320,16 +349,31 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     var a = vec2<f32>(0.0);
     var idx = 0u;
     if MODE == 0u {
-        if live {
-            a = rows_part(z, r, select(z * p.x_stride, 0u, COMBINE), t, second);
+        if COMBINE {
+            // xs holds the merged row (units <= MAX_LATENT / 32 < XCHUNK)
+            if live {
+                a = rows_part(z, r, t, second, 0u, p.units);
+            }
+        } else {
+            for (var c0 = 0u; c0 < p.units; c0 += XCHUNK) {
+                let c1 = min(c0 + XCHUNK, p.units);
+                stage(z * p.x_stride, c0, c1, ids.lid);
+                if live {
+                    a += rows_part(z, r, t, second, c0, c1);
+                }
+            }
         }
         let scale = norm_scale(ids);
         a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR)) * scale;
         idx = p.y_off + z * p.y_stride + r;
     } else {
-        if live {
-            for (var k = 0u; k < p.n_slot; k++) {
-                a += sel_w[k] * rows_part(sel[k], r, k * p.x_stride, t, second);
+        for (var k = 0u; k < p.n_slot; k++) {
+            for (var c0 = 0u; c0 < p.units; c0 += XCHUNK) {
+                let c1 = min(c0 + XCHUNK, p.units);
+                stage(k * p.x_stride, c0, c1, ids.lid);
+                if live {
+                    a += sel_w[k] * rows_part(sel[k], r, t, second, c0, c1);
+                }
             }
         }
         idx = p.y_off + r;

@@ -461,6 +461,12 @@ fn matvec_norm_and_accum() {
             accum: true,
             ..plain(IQ4XS, 256, 5)
         },
+        // x staged in three chunks (matvec.wgsl XCHUNK = 80 units), the
+        // last one partial: Σx² and the norm weight across chunks
+        Case {
+            norm: true,
+            ..plain(Q4_0, 5152, 37)
+        },
     ];
     check_all("matvec norm/accum", &cases);
 }
@@ -535,6 +541,11 @@ fn matvec_gate_up() {
         experts(Q3K, 512, 9, 3, 2, 9),
         experts(IQ4XS, 256, 9, 3, 2, 9),
         experts(IQ4NL, 64, 9, 3, 2, 9),
+        // x longer than one staged chunk (96 units: 80 + 16), ffn_norm fused
+        Case {
+            norm: true,
+            ..experts(Q4_0, 3072, 40, 3, 2, 40)
+        },
     ];
     // Every case with one and with two row pairs per group
     // (ops::matvec_pairs picks by the dispatch's size).
@@ -588,6 +599,8 @@ fn matvec_weighted_sum() {
         down(Q3K, 256, 9, 4, 3),
         down(IQ4XS, 512, 5, 3, 2),
         down(IQ4NL, 64, 9, 4, 3),
+        // each slot's x in two staged chunks (85 units: 80 + 5)
+        down(Q8_0, 2720, 21, 4, 3),
     ];
     check_all("matvec weighted sum", &cases);
 }
