@@ -7,9 +7,7 @@
 // norm weight folded in): every lane then reads its units' x vec4s from
 // there with no bank conflicts, where reading them from the storage buffer
 // put each lane of a warp on its own 128-byte line (lane t owns unit t, 32
-// floats of x), so one x load cost 32 L1 wavefronts. Every mode uses each
-// x vec4 it reads for several rows (two adjacent rows, or two gate rows and
-// their up rows).
+// floats of x), so one x load cost 32 L1 wavefronts.
 //
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (array<vec4<f32>>:
 // the norm weight when NORM, the splits' (m, l) when COMBINE, the vector
@@ -21,10 +19,14 @@
 // Dispatch: (ceil(rows / rows per workgroup) folded into x·y past 65535, 1,
 // slots) for MODE 0 and 1; z = 1 for MODE 2.
 // TPR consecutive invocations form a group that strides over the units of
-// its rows, then seg_sum combines their partial sums. A group owns
-// p.pairs (1 or 2) rows in MODE 1 (their gate and up rows: up to four rows
-// per x load) and two adjacent rows in MODE 0 and 2: a workgroup owns
-// pairs · WG / TPR or 2 · WG / TPR rows (ops::matvec_rows_per_workgroup).
+// its row, then seg_sum combines their partial sums. A group owns one row
+// (MODE 1: one gate row and its up row), a workgroup WG / TPR rows
+// (ops::matvec_rows_per_workgroup). One row per group, not two sharing each
+// x load: the loop body then dequantizes one unit, not two, and the
+// smaller kernels ran an H100 token 9% faster although several were
+// slower alone (docs/perf-journal.md, session 9: a token cycles through
+// ~14 kernels a block, and the time it adds per kernel grows with their
+// code).
 //
 // Overrides select the mode at pipeline creation:
 //   MODE 0: y[y_off + z·y_stride + r] = W_z[r] · x[z·x_stride ..]   (z = batch slot)
@@ -76,11 +78,10 @@ struct Params {
     // first output row (a tensor split over several buffers)
     y_off: u32,
     eps: f32,
-    // MODE 1: gate/up row pairs per group (1 or 2, ops::matvec_pairs)
-    pairs: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
+    _pad3: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -160,16 +161,21 @@ fn dot2(a: Unit, b: Unit, o: u32) -> vec2<f32> {
             + dot(b[4], v4) + dot(b[5], v5) + dot(b[6], v6) + dot(b[7], v7));
 }
 
-// Partial dots of rows r and r + 1 of matrix m (MODE 0 and 2) with the
-// staged chunk [c0, c1) over its units c0 + t, c0 + t + TPR, …: each x
-// vec4 is read once for both rows. Without `second` (r is the last row)
-// row r is read twice instead, so no load leaves the matrix.
-fn rows_part(m: u32, r: u32, t: u32, second: bool, c0: u32, c1: u32) -> vec2<f32> {
-    let b0 = m * p.mat_units + r * p.units;
-    let b1 = select(b0, b0 + p.units, second);
-    var acc = vec2<f32>(0.0);
+// A dequantized unit's dot with the staged x[4·o .. 4·o + 32]. Written
+// out with constant indices only, so nothing lands in local memory.
+fn udot(a: Unit, o: u32) -> f32 {
+    return dot(a[0], xv(o)) + dot(a[1], xv(o + 1u)) + dot(a[2], xv(o + 2u))
+        + dot(a[3], xv(o + 3u)) + dot(a[4], xv(o + 4u)) + dot(a[5], xv(o + 5u))
+        + dot(a[6], xv(o + 6u)) + dot(a[7], xv(o + 7u));
+}
+
+// Partial dot of row r of matrix m (MODE 0 and 2) with the staged chunk
+// [c0, c1) over its units c0 + t, c0 + t + TPR, ….
+fn row_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> f32 {
+    let b = m * p.mat_units + r * p.units;
+    var acc = 0.0;
     for (var u = c0 + t; u < c1; u += TPR) {
-        acc += dot2(unit_load(b0 + u), unit_load(b1 + u), (u - c0) * 8u);
+        acc += udot(unit_load(b + u), (u - c0) * 8u);
     }
     return acc;
 }
@@ -182,38 +188,6 @@ fn gate_up_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> vec2<f32> {
     var acc = vec2<f32>(0.0);
     for (var u = c0 + t; u < c1; u += TPR) {
         acc += dot2(unit_load(bg + u), unit_load(bu + u), (u - c0) * 8u);
-    }
-    return acc;
-}
-
-// x[4·o .. 4·o + 32], each vec4 read once (through xv).
-fn x_unit(o: u32) -> Unit {
-    return Unit(xv(o), xv(o + 1u), xv(o + 2u), xv(o + 3u), xv(o + 4u), xv(o + 5u), xv(o + 6u),
-        xv(o + 7u));
-}
-
-// A dequantized unit's dot with x's. Written out with constant indices
-// only, so nothing lands in local memory.
-fn udot(a: Unit, v: Unit) -> f32 {
-    return dot(a[0], v[0]) + dot(a[1], v[1]) + dot(a[2], v[2]) + dot(a[3], v[3]) + dot(a[4], v[4])
-        + dot(a[5], v[5]) + dot(a[6], v[6]) + dot(a[7], v[7]);
-}
-
-// Partial dots of gate rows r, r + 1 and their up rows (MODE 1 with two
-// pairs per group) of matrix m with the staged chunk [c0, c1), as (gate r,
-// up r, gate r + 1, up r + 1): each x vec4 is read once for the four rows
-// (with TPR 32 a lane reads 128 B of x per 18-byte Q4_0 unit). Rows past
-// the matrix repeat its last row (their results are dropped).
-fn gate_up_part2(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> vec4<f32> {
-    let last = p.rows - 1u;
-    let bg0 = m * p.mat_units + min(r, last) * p.units;
-    let bg1 = m * p.mat_units + min(r + 1u, last) * p.units;
-    let up = p.rows * p.units;
-    var acc = vec4<f32>(0.0);
-    for (var u = c0 + t; u < c1; u += TPR) {
-        let v = x_unit((u - c0) * 8u);
-        acc += vec4<f32>(udot(unit_load(bg0 + u), v), udot(unit_load(bg0 + up + u), v),
-            udot(unit_load(bg1 + u), v), udot(unit_load(bg1 + up + u), v));
     }
     return acc;
 }
@@ -317,54 +291,45 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     }
 
     if MODE == 1u {
-        // A group owns gate/up rows r .. r + pairs; x is shared by the slots.
-        let r = p.pairs * group;
+        // A group owns gate row r and its up row; x is shared by the slots.
+        let r = group;
         let live = r < p.rows;
-        var a = vec4<f32>(0.0);
+        var a = vec2<f32>(0.0);
         for (var c0 = 0u; c0 < p.units; c0 += XCHUNK) {
             let c1 = min(c0 + XCHUNK, p.units);
             stage(0u, c0, c1, ids.lid);
             if live {
-                if p.pairs == 2u {
-                    a += gate_up_part2(sel[z], r, t, c0, c1);
-                } else {
-                    a += vec4<f32>(gate_up_part(sel[z], r, t, c0, c1), 0.0, 0.0);
-                }
+                a += gate_up_part(sel[z], r, t, c0, c1);
             }
         }
-        a = seg_sum4(a, ids, TPR) * norm_scale(ids);
-        let idx = z * p.y_stride + p.y_off + r;
+        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR)) * norm_scale(ids);
         if t == 0u && live {
-            store(idx, silu(a.x) * a.y);
-            if p.pairs == 2u && r + 1u < p.rows {
-                store(idx + 1u, silu(a.z) * a.w);
-            }
+            store(z * p.y_stride + p.y_off + r, silu(a.x) * a.y);
         }
         return;
     }
-    // MODE 0 and 2: each group of TPR invocations owns rows r and r + 1.
-    let r = 2u * group;
+    // MODE 0 and 2: each group of TPR invocations owns row r.
+    let r = group;
     let live = r < p.rows;
-    let second = r + 1u < p.rows;
-    var a = vec2<f32>(0.0);
+    var a = 0.0;
     var idx = 0u;
     if MODE == 0u {
         if COMBINE {
             // xs holds the merged row (units <= MAX_LATENT / 32 < XCHUNK)
             if live {
-                a = rows_part(z, r, t, second, 0u, p.units);
+                a = row_part(z, r, t, 0u, p.units);
             }
         } else {
             for (var c0 = 0u; c0 < p.units; c0 += XCHUNK) {
                 let c1 = min(c0 + XCHUNK, p.units);
                 stage(z * p.x_stride, c0, c1, ids.lid);
                 if live {
-                    a += rows_part(z, r, t, second, c0, c1);
+                    a += row_part(z, r, t, c0, c1);
                 }
             }
         }
         let scale = norm_scale(ids);
-        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR)) * scale;
+        a = seg_sum(a, ids, TPR) * scale;
         idx = p.y_off + z * p.y_stride + r;
     } else {
         for (var k = 0u; k < p.n_slot; k++) {
@@ -372,22 +337,18 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
                 let c1 = min(c0 + XCHUNK, p.units);
                 stage(k * p.x_stride, c0, c1, ids.lid);
                 if live {
-                    a += sel_w[k] * rows_part(sel[k], r, t, second, c0, c1);
+                    a += sel_w[k] * row_part(sel[k], r, t, c0, c1);
                 }
             }
         }
         idx = p.y_off + r;
-        a = vec2<f32>(seg_sum(a.x, ids, TPR), seg_sum(a.y, ids, TPR));
-        a.x += g[idx / 4u][idx % 4u];
-        if second {
-            a.y += g[(idx + 1u) / 4u][(idx + 1u) % 4u];
+        a = seg_sum(a, ids, TPR);
+        if live {
+            a += g[idx / 4u][idx % 4u];
         }
     }
     if t == 0u && live {
-        store(idx, a.x);
-        if second {
-            store(idx + 1u, a.y);
-        }
+        store(idx, a);
     }
 }
 

@@ -228,8 +228,7 @@ fn combine_spec(s: &Mla, n_slot: u32) -> ops::MatvecSpec {
             y_stride: s.n_kv as u32,
             y_off: 0,
             eps: 0.0,
-            pairs: 1,
-            _pad: [0; 3],
+            _pad: [0; 4],
         },
         slots: s.n_head as u32,
     }

@@ -118,8 +118,6 @@ struct Case {
     x_stride: usize,
     y_stride: usize,
     y_off: usize,
-    /// GateUp: gate/up row pairs per invocation group (1 or 2).
-    pairs: u32,
 }
 
 fn plain(fmt: Format, cols: usize, rows: usize) -> Case {
@@ -135,7 +133,6 @@ fn plain(fmt: Format, cols: usize, rows: usize) -> Case {
         x_stride: 0,
         y_stride: 0,
         y_off: 0,
-        pairs: 1,
     }
 }
 
@@ -260,8 +257,7 @@ fn check(c: &Case, seed: u64) -> f64 {
         y_stride: c.y_stride as u32,
         y_off: c.y_off as u32,
         eps: EPS,
-        pairs: c.pairs,
-        _pad: [0; 3],
+        _pad: [0; 4],
     };
     let spec = MatvecSpec {
         format: c.fmt,
@@ -547,12 +543,6 @@ fn matvec_gate_up() {
             ..experts(Q4_0, 3072, 40, 3, 2, 40)
         },
     ];
-    // Every case with one and with two row pairs per group
-    // (ops::matvec_pairs picks by the dispatch's size).
-    let cases: Vec<Case> = cases
-        .iter()
-        .flat_map(|c| [1, 2].map(|pairs| Case { pairs, ..*c }))
-        .collect();
     check_all("matvec gate+up", &cases);
 }
 

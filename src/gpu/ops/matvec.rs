@@ -29,10 +29,7 @@ pub struct MatvecParams {
     pub y_stride: u32,
     pub y_off: u32,
     pub eps: f32,
-    /// GateUp: gate/up row pairs per invocation group (`matvec_pairs`);
-    /// 1 otherwise.
-    pub pairs: u32,
-    pub _pad: [u32; 3],
+    pub _pad: [u32; 4],
 }
 
 /// Invocations per matvec workgroup (shaders/matvec.wgsl `WG`). 128 rather
@@ -47,32 +44,10 @@ pub fn matvec_tpr(units: u32) -> u32 {
     units.next_power_of_two().clamp(4, 32)
 }
 
-/// Gate/up row pairs per invocation group in a GateUp matvec of `rows`
-/// rows per matrix over `slots` matrices: two (each x load then feeds four
-/// rows) where the dispatch keeps at least GATE_UP_PAIRS_MIN_WG
-/// workgroups, one otherwise. On an H100 two pairs took the routed experts'
-/// gate+up from 27.4 to 23.3 µs and the dense block from 132 to 110 µs, but
-/// the shared expert's (384 workgroups with one pair) from 20.1 to 26.7
-/// (journal). Other modes: 1.
-pub fn matvec_pairs(mode: MatvecMode, rows: u32, slots: u32, units: u32) -> u32 {
-    let one_pair = rows.div_ceil(MATVEC_WG / matvec_tpr(units)) * slots;
-    match mode {
-        MatvecMode::GateUp if one_pair >= 2 * GATE_UP_PAIRS_MIN_WG => 2,
-        _ => 1,
-    }
-}
-
-/// Fewest workgroups a GateUp matvec keeps with two row pairs per group.
-const GATE_UP_PAIRS_MIN_WG: u32 = 512;
-
 /// Rows one matvec workgroup computes: a group of `tpr` invocations owns
-/// `pairs` gate/up row pairs in GateUp and two adjacent rows otherwise
-/// (shaders/matvec.wgsl).
-pub fn matvec_rows_per_workgroup(mode: MatvecMode, tpr: u32, pairs: u32) -> u32 {
-    match mode {
-        MatvecMode::GateUp => pairs * MATVEC_WG / tpr,
-        MatvecMode::Plain | MatvecMode::WeightedSum => 2 * MATVEC_WG / tpr,
-    }
+/// one row (GateUp: a gate row and its up row; shaders/matvec.wgsl).
+pub fn matvec_rows_per_workgroup(tpr: u32) -> u32 {
+    MATVEC_WG / tpr
 }
 
 /// Everything one matvec dispatch needs besides its buffers.
@@ -128,9 +103,8 @@ pub struct MatvecBuffers<'a> {
 /// Row groups per workgroup when the matvec merges attention splits: every
 /// workgroup reads all of its head's splits (up to MAX_SPLITS × n_kv
 /// floats, 256 KB for GLM-4.7-Flash), so attn_v_b's 256 rows per head go
-/// to 4 workgroups (TPR 4, two rows per group), not 16 (TPR 16). With 64
-/// groups (TPR 2, 2 workgroups per head) attn_v_b took 15.4 µs instead of
-/// 12.7 on an H100 (journal).
+/// to 8 workgroups (TPR 4), not 16 (TPR 8). With 2 workgroups per head
+/// attn_v_b took 15.4 µs instead of 12.7 on an H100 (journal, session 5).
 const COMBINE_ROWS: u32 = 32;
 
 pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
@@ -168,11 +142,7 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
         sel_w: b.sel_w,
         weights: b.weights,
     };
-    let mut wg = grid(s.params.rows.div_ceil(matvec_rows_per_workgroup(
-        s.mode,
-        tpr,
-        s.params.pairs,
-    )));
+    let mut wg = grid(s.params.rows.div_ceil(matvec_rows_per_workgroup(tpr)));
     wg[2] = match s.mode {
         MatvecMode::WeightedSum => 1,
         _ => s.slots,

@@ -136,8 +136,7 @@ impl Builder<'_> {
                 y_stride: v.y_stride,
                 y_off: part.row0,
                 eps: self.eps,
-                pairs: ops::matvec_pairs(v.mode, part.rows, v.slots, m.units),
-                _pad: [0; 3],
+                _pad: [0; 4],
             };
             let spec = MatvecSpec {
                 format: m.format,
