@@ -7,51 +7,42 @@
 //! kernels the block cycles through: measure a kernel change here before
 //! the token. Without a path it runs on the tiny synthetic model.
 
+mod common;
+
+use glmw::bench;
 use glmw::engine::{Engine, EngineOptions};
-use glmw::gpu::Gpu;
 use glmw::model::Model;
-use glmw::synth::{self, Preset};
 
 /// µs per replay of `idx`, median of five passes of `reps` replays.
 fn time(e: &mut Engine, idx: &[usize], reps: usize) -> f64 {
-    let mut v: Vec<f64> = (0..5)
+    let v: Vec<f64> = (0..5)
         .map(|_| e.time_dispatches(idx, reps).expect("time") / 1e3 / reps as f64)
         .collect();
-    v.sort_by(f64::total_cmp);
-    v[2]
+    bench::stats(&v).median
 }
 
 fn main() {
-    let path = match std::env::args().skip(1).find(|a| !a.starts_with('-')) {
-        Some(p) => std::path::PathBuf::from(p),
-        None => {
-            let dir = std::env::temp_dir().join(format!("glmw-cycle-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("temp dir");
-            let p = dir.join("tiny.gguf");
-            synth::synth(&p, Preset::Tiny, synth::Mix::Q4_0, 1, &mut |_, _| {}).expect("synth");
-            p
-        }
-    };
+    // The model named on the command line, else the tiny one (kept until
+    // the end: dropping it deletes the file).
+    let arg = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let tiny = arg.is_none().then(|| common::TinyFile::new("cycle"));
+    let path = arg.map_or_else(|| tiny.as_ref().unwrap().path.clone(), Into::into);
     let model = Model::open(&path).expect("open the model");
-    let gpu = Gpu::new(Default::default()).expect("a wgpu adapter (or mesa-vulkan-drivers)");
+    let gpu = common::gpu();
     let opts = EngineOptions {
         n_ctx: 1024,
         ..Default::default()
     };
     let mut e = Engine::load(&model, &gpu, opts, &mut |_, _| {}).expect("load");
-    let n = e.dispatches_per_token();
     let blocks: Vec<_> = e.blocks().iter().filter(|b| b.moe).cloned().collect();
     let Some(first) = blocks.first() else {
         println!("no MoE blocks");
         return;
     };
     let (nb, len) = (blocks.len(), first.ffn.end - first.attn.start);
-    e.jump_to(300.min(e.n_ctx() - 2)).expect("position");
     // Full clock first: an idle GPU drops it (journal, session 8).
-    let t0 = std::time::Instant::now();
-    while t0.elapsed().as_secs_f64() < 0.7 {
-        e.time_range(0..n, 20).expect("warm up");
-    }
+    bench::model::warm_up(&mut e, 1).expect("warm up");
+    e.jump_to(300.min(e.n_ctx() - 2)).expect("position");
     let per_block = |e: &mut Engine, ops: &dyn Fn(usize) -> bool| -> f64 {
         let idx: Vec<usize> = blocks
             .iter()

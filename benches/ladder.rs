@@ -3,19 +3,16 @@
 //! so the ladder runs on any machine with a wgpu adapter (lavapipe too).
 //! Full-size numbers come from `glmw bench --preset glm-4.7-flash`.
 
+mod common;
+
 use glmw::bench;
 use glmw::engine::{Engine, EngineOptions};
-use glmw::gpu::Gpu;
 use glmw::model::Model;
-use glmw::synth::{self, Preset};
 
 fn main() {
-    let dir = std::env::temp_dir().join(format!("glmw-ladder-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("tiny.gguf");
-    synth::synth(&path, Preset::Tiny, synth::Mix::Q4_0, 1, &mut |_, _| {}).expect("synth tiny");
-    let model = Model::open(&path).expect("open tiny");
-    let gpu = Gpu::new(Default::default()).expect("a wgpu adapter (or mesa-vulkan-drivers)");
+    let tiny = common::TinyFile::new("ladder");
+    let model = Model::open(&tiny.path).expect("open tiny");
+    let gpu = common::gpu();
     let opts = EngineOptions {
         n_ctx: 256,
         ..Default::default()
@@ -55,5 +52,4 @@ fn main() {
         let (m, sd) = t.ts();
         println!("  {:<14} {m:>9.1} ± {sd:.1} t/s", t.name());
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
