@@ -1,5 +1,6 @@
-// bytes4f for the K-quant and five-bit format files (q4_k, q5_k, q6_k,
-// q5_unit): the four bytes of a word as f32 without int → float converts,
+// bytes4f for the K-quant, legacy four-, five- and eight-bit format files
+// (q4_k, q5_k, q6_k, q5_unit, q4_0, q4_1, q8_0): the four bytes of a word
+// as f32 without int → float converts,
 // which run at a quarter of the FMA rate on NVIDIA (32 per unit otherwise).
 // Or-ing a byte into the mantissa of 2^23 (0x4B000000) gives exactly
 // 2^23 + byte; one subtract takes 2^23 off, exactly.
@@ -7,4 +8,12 @@
 fn bytes4f(w: u32) -> vec4<f32> {
     let m = ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu)) | vec4<u32>(0x4B000000u);
     return bitcast<vec4<f32>>(m) - vec4<f32>(8388608.0);
+}
+
+// The four bytes of `w` less `c` (a constant: 8 for Q4_0's nibbles, 128
+// for Q8_0's sign-flipped bytes), with the offset folded into the same
+// subtract: (2^23 + byte) − (2^23 + c), exact for integers c < 2^23.
+fn bytes4f_less(w: u32, c: f32) -> vec4<f32> {
+    let m = ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu)) | vec4<u32>(0x4B000000u);
+    return bitcast<vec4<f32>>(m) - vec4<f32>(8388608.0 + c);
 }

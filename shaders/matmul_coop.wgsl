@@ -2,38 +2,51 @@ enable f16;
 enable wgpu_cooperative_matrix;
 
 // Prefill matmul on cooperative matrices (tensor cores): the same product,
-// tiles, bindings and params as matmul.wgsl (read its header), for
-// adapters that offer 16x16x16 f16 x f16 -> f32 subgroup matrices.
+// bindings and params as matmul.wgsl (read its header), for adapters that
+// offer 16x16x16 f16 x f16 -> f32 subgroup matrices, in tiles of TOK = 64
+// tokens (matmul.wgsl's are 32).
 //
 // Bindings: as matmul.wgsl (0 params, 1 x, 2 y, 3 tiles, 4 order, 6 and 7
 // the weights of the format file).
 // Dispatch: (ceil(rows / OUT), tiles, heads), OUT = ROWS (or ROWS / 2 with
 // GATE_UP); tiles of up to TOK rows of x.
-// Each workgroup owns OUT output rows of one tile. Per step of KU units
-// (64 columns) every invocation dequantizes one unit of one weight row
-// (unit_load) into `wa` as f16 and two vec4 of the tile's x into `xs`;
-// then subgroup s multiplies weight rows 16s..16s+16 (A, row-major) by the
-// tile's two 16-token halves (B: column n is token n) into its two f32
-// accumulators (C). With GATE_UP `wa` holds OUT gate rows then the same
-// OUT up rows. After the last step each half's accumulators go to `cs`
-// (column-major: token n's row r at n·ROWS + r), from which the epilogue
-// (silu(gate)·up, ACCUM) writes y. Subgroups of 4 to 64 lanes: with fewer
-// than 8 subgroups each takes a second 16-row block.
+//
+// Each workgroup owns OUT output rows of one tile. Per step of KU units (64
+// columns) invocation i dequantizes unit i / ROWS of weight row i % ROWS
+// (unit_load) into `wa` and four x vec4s of the tile into `xs`, both as
+// f16; then subgroup s multiplies weight rows 16s..16s+16 (A) by the
+// tile's four 16-token quarters (B: column n is token n) into its four f32
+// accumulators (C), each A fragment loaded once for the four. With GATE_UP
+// `wa` holds OUT gate rows then the same OUT up rows. After the last step
+// each quarter's accumulators go to `cs` (column-major: token n's row r at
+// n·ROWS + r), from which the epilogue (silu(gate)·up, ACCUM) writes y.
+// Subgroups of 4 to 64 lanes: with fewer than 8 subgroups each takes a
+// second 16-row block.
+//
+// Why these layouts: a dequantized weight costs more than the 64 products
+// it feeds, so the tile is as wide as workgroup memory allows (each weight
+// unit is staged once per 64 tokens; a routed expert's ~32 tokens of a
+// 512-token chunk fit one tile), and `wa` is column-major so the 32 lanes
+// of a subgroup (32 consecutive rows of one unit) store each weight as one
+// contiguous 64-byte run: no bank conflicts (row-major rows 16 bytes apart
+// in banks put four lanes on each bank).
 //
 // Inputs are rounded to f16 (11-bit significand), products accumulate in
 // f32: |error| <= 2^-10 · sum |w·x| per output, before the epilogue.
 
 const WG: u32 = 256u;
-/// Rows of x per tile (two B matrices' columns; shorter tiles are padded).
-/// host: gpu::ops::MATMUL_TILE
-const TOK: u32 = 32u;
+/// Rows of x per tile (four B matrices' columns; shorter tiles are padded).
+/// host: gpu::ops::MATMUL_COOP_TILE
+const TOK: u32 = 64u;
 /// Weight rows dequantized per workgroup and step (GATE_UP: half gate, half up).
 /// host: gpu::ops::MATMUL_COOP_ROWS
 const ROWS: u32 = 128u;
 // 32-weight units per step: WG / ROWS, one per invocation.
 const KU: u32 = 2u;
-// f16 per row of wa and xs: a step's 64 columns and 8 of padding, so each
-// row starts 16-byte aligned and rows fall on different banks.
+// f16 per column of wa: ROWS and 8 of padding, so each column starts
+// 16-byte aligned and a fragment's 16 columns fall on different banks.
+const AS: u32 = ROWS + 8u;
+// f16 per row of xs: a step's 64 columns and 8 of padding (the same).
 const KS: u32 = 72u;
 // 16-row blocks of wa: one per subgroup (8 subgroups of 32 lanes).
 const BLOCKS: u32 = ROWS / 16u;
@@ -45,6 +58,10 @@ alias MatC = coop_mat16x16<f32, C>;
 
 override GATE_UP: bool = false;
 override ACCUM: bool = false;
+// Subgroups may be wider than 32 lanes (fewer than BLOCKS subgroups): each
+// then takes a second block. Off where they cannot be, so the second
+// block's accumulators take no registers.
+override WIDE: bool = true;
 
 struct Params {
     rows: u32,
@@ -67,9 +84,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read> tiles: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> order: array<u32>;
 
-var<workgroup> wa: array<f16, ROWS * KS>;
+// Column-major: column c of the step, row r at c·AS + r.
+var<workgroup> wa: array<f16, KU * 32u * AS>;
+// Token-major: token n, column c at n·KS + c.
 var<workgroup> xs: array<f16, TOK * KS>;
-// One 16-token half of the results at a time (32 KiB in all).
+// One 16-token quarter of the results at a time (34 KiB in all).
 var<workgroup> cs: array<f32, ROWS * 16u>;
 
 // The four bytes of `w`, low first.
@@ -77,48 +96,59 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-fn put4(o: u32, v: vec4<f32>) {
-    wa[o] = f16(v.x);
-    wa[o + 1u] = f16(v.y);
-    wa[o + 2u] = f16(v.z);
-    wa[o + 3u] = f16(v.w);
+// Weights 4i..4i+4 of a unit into columns 4i.. of wa's row at `o`.
+fn put4(o: u32, i: u32, v: vec4<f32>) {
+    let c = o + 4u * i * AS;
+    wa[c] = f16(v.x);
+    wa[c + AS] = f16(v.y);
+    wa[c + 2u * AS] = f16(v.z);
+    wa[c + 3u * AS] = f16(v.w);
 }
 
-// Unit `u` of the row at unit `base` into wa at `o` (zeros past the row).
-// Unit element i holds weights 4i..4i+4; constant indices only.
-fn stage_unit(o: u32, base: u32, u: u32) {
+// Unit `u` of the row at unit `base` (zeros past the row).
+fn load_unit(base: u32, u: u32) -> Unit {
     var w = Unit();
     if u < p.units {
         w = unit_load(base + u);
     }
-    put4(o, w[0]);
-    put4(o + 4u, w[1]);
-    put4(o + 8u, w[2]);
-    put4(o + 12u, w[3]);
-    put4(o + 16u, w[4]);
-    put4(o + 20u, w[5]);
-    put4(o + 24u, w[6]);
-    put4(o + 28u, w[7]);
+    return w;
 }
 
-// One step's four 16-column products of wa's block `b` with token half
-// `h` of xs.
-fn block_step(acc: MatC, b: u32, h: u32) -> MatC {
-    let o = b * 16u * KS;
-    let t = h * 16u * KS;
-    var c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o], KS), coopLoad<MatB>(&xs[t], KS), acc);
-    c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 16u], KS), coopLoad<MatB>(&xs[t + 16u], KS), c);
-    c = coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 32u], KS), coopLoad<MatB>(&xs[t + 32u], KS), c);
-    return coopMultiplyAdd(coopLoadT<MatA>(&wa[o + 48u], KS), coopLoad<MatB>(&xs[t + 48u], KS), c);
+// A unit into wa at `o`. Unit element i holds weights 4i..4i+4; constant
+// indices only.
+fn store_unit(o: u32, w: Unit) {
+    put4(o, 0u, w[0]);
+    put4(o, 1u, w[1]);
+    put4(o, 2u, w[2]);
+    put4(o, 3u, w[3]);
+    put4(o, 4u, w[4]);
+    put4(o, 5u, w[5]);
+    put4(o, 6u, w[6]);
+    put4(o, 7u, w[7]);
 }
 
-// x vec4 `q` of the step at unit u0 for the tile's row j (zeros past the
-// row) into xs.
-fn stage_x(xo: u32, j: u32, q: u32, u0: u32) {
+// The A fragment of wa's 16 rows and columns at `o`, and one product. (Calls:
+// naga's uniformity analysis rejects cooperative operations written
+// inside a branch on subgroup_id, and the blocks branch on it.)
+fn load_a(o: u32) -> MatA {
+    return coopLoad<MatA>(&wa[o], AS);
+}
+
+fn mma(a: MatA, b: MatB, c: MatC) -> MatC {
+    return coopMultiplyAdd(a, b, c);
+}
+
+// x vec4 `q` of the step at unit u0 from offset xo (zeros past the row).
+fn load_x(xo: u32, q: u32, u0: u32) -> vec4<f32> {
     var xv = vec4<f32>(0.0);
     if 8u * u0 + q < 8u * p.units {
         xv = x[xo + 8u * u0];
     }
+    return xv;
+}
+
+// x vec4 `q` of the tile's row j into xs.
+fn store_x(j: u32, q: u32, xv: vec4<f32>) {
     xs[j * KS + 4u * q] = f16(xv.x);
     xs[j * KS + 4u * q + 1u] = f16(xv.y);
     xs[j * KS + 4u * q + 2u] = f16(xv.z);
@@ -133,13 +163,15 @@ fn x_at(tile: vec4<u32>, j: u32, z: u32, q: u32) -> u32 {
 }
 
 // Accumulators `c` (row block b) and `c2` (row block b2, where it exists)
-// of token half h into cs, then the epilogue; barriers around it for cs.
-fn finish_half(c: MatC, c2: MatC, b: u32, b2: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
+// of token quarter h into cs, then the epilogue; barriers around it for cs.
+fn finish(c: MatC, c2: MatC, b: u32, b2: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
+    let o = b * 16u;
+    let o2 = b2 * 16u;
     if b < BLOCKS {
-        coopStore(c, &cs[b * 16u], ROWS);
+        coopStore(c, &cs[o], ROWS);
     }
-    if b2 < BLOCKS {
-        coopStore(c2, &cs[b2 * 16u], ROWS);
+    if WIDE && b2 < BLOCKS {
+        coopStore(c2, &cs[o2], ROWS);
     }
     workgroupBarrier();
     write_out(lid, tile, h, r0, z);
@@ -150,7 +182,7 @@ fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
 
-// The epilogue: y from cs for token half h of the tile and the
+// The epilogue: y from cs for token quarter h of the tile and the
 // workgroup's output rows r0.. (consecutive invocations write consecutive
 // rows).
 fn write_out(lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
@@ -196,40 +228,79 @@ fn main(
     let mat = (tile.x + wid.z) * p.mat_units;
     // This invocation's weight row (clamped: rows past the matrix are
     // computed and dropped) and unit of each step.
-    let lr = lid / KU;
+    let lr = lid % ROWS;
+    let lu = lid / ROWS;
     var row = min(r0 + lr % out_rows, p.rows - 1u);
     if GATE_UP && lr >= out_rows {
         row += p.rows;
     }
     let base = mat + row * p.units;
-    let wo = lr * KS + (lid % KU) * 32u;
-    // This invocation's x vec4s of each step: vec4 q of tokens j, j + 16.
+    let wo = lu * 32u * AS + lr;
+    // This invocation's x vec4s of each step: vec4 q of tokens j + 16m.
     let j = lid / 16u;
     let q = lid % 16u;
     let xo0 = x_at(tile, j, wid.z, q);
     let xo1 = x_at(tile, j + 16u, wid.z, q);
+    let xo2 = x_at(tile, j + 32u, wid.z, q);
+    let xo3 = x_at(tile, j + 48u, wid.z, q);
     // A second block per subgroup only where subgroups are wider than 32.
     let b2 = sg + n_sg;
-    // (row block, token half): sg 0, sg 1, b2 0, b2 1
+    // c<block><quarter>: block sg (0) and b2 (1)
     var c00 = MatC();
     var c01 = MatC();
+    var c02 = MatC();
+    var c03 = MatC();
     var c10 = MatC();
     var c11 = MatC();
+    var c12 = MatC();
+    var c13 = MatC();
+    // The next step's weights and x are loaded before this step's products,
+    // so their latency overlaps them.
+    var w = load_unit(base, lu);
+    var x0 = load_x(xo0, q, 0u);
+    var x1 = load_x(xo1, q, 0u);
+    var x2 = load_x(xo2, q, 0u);
+    var x3 = load_x(xo3, q, 0u);
     for (var u0 = 0u; u0 < p.units; u0 += KU) {
-        stage_unit(wo, base, u0 + lid % KU);
-        stage_x(xo0, j, q, u0);
-        stage_x(xo1, j + 16u, q, u0);
+        store_unit(wo, w);
+        store_x(j, q, x0);
+        store_x(j + 16u, q, x1);
+        store_x(j + 32u, q, x2);
+        store_x(j + 48u, q, x3);
         workgroupBarrier();
-        if sg < BLOCKS {
-            c00 = block_step(c00, sg, 0u);
-            c01 = block_step(c01, sg, 1u);
-        }
-        if b2 < BLOCKS {
-            c10 = block_step(c10, b2, 0u);
-            c11 = block_step(c11, b2, 1u);
+        w = load_unit(base, u0 + KU + lu);
+        x0 = load_x(xo0, q, u0 + KU);
+        x1 = load_x(xo1, q, u0 + KU);
+        x2 = load_x(xo2, q, u0 + KU);
+        x3 = load_x(xo3, q, u0 + KU);
+        for (var k = 0u; k < KU * 32u; k += 16u) {
+            // (naga 30 wants the fragments' offsets as lets.)
+            let t1 = 16u * KS + k;
+            let t2 = 32u * KS + k;
+            let t3 = 48u * KS + k;
+            let b0 = coopLoad<MatB>(&xs[k], KS);
+            let b1 = coopLoad<MatB>(&xs[t1], KS);
+            let b2v = coopLoad<MatB>(&xs[t2], KS);
+            let b3 = coopLoad<MatB>(&xs[t3], KS);
+            if sg < BLOCKS {
+                let a = load_a(k * AS + 16u * sg);
+                c00 = mma(a, b0, c00);
+                c01 = mma(a, b1, c01);
+                c02 = mma(a, b2v, c02);
+                c03 = mma(a, b3, c03);
+            }
+            if WIDE && b2 < BLOCKS {
+                let a = load_a(k * AS + 16u * b2);
+                c10 = mma(a, b0, c10);
+                c11 = mma(a, b1, c11);
+                c12 = mma(a, b2v, c12);
+                c13 = mma(a, b3, c13);
+            }
         }
         workgroupBarrier();
     }
-    finish_half(c00, c10, sg, b2, lid, tile, 0u, r0, wid.z);
-    finish_half(c01, c11, sg, b2, lid, tile, 1u, r0, wid.z);
+    finish(c00, c10, sg, b2, lid, tile, 0u, r0, wid.z);
+    finish(c01, c11, sg, b2, lid, tile, 1u, r0, wid.z);
+    finish(c02, c12, sg, b2, lid, tile, 2u, r0, wid.z);
+    finish(c03, c13, sg, b2, lid, tile, 3u, r0, wid.z);
 }

@@ -6,19 +6,17 @@
 @group(0) @binding(6) var<storage, read> scales: array<u32>;
 @group(0) @binding(7) var<storage, read> nibbles: array<vec4<u32>>;
 
-// Weights 4i..4i+4 are the low nibbles of word i, 16+4i.. its high nibbles.
-// Written out (no array filled in a loop) so the unit stays in registers.
+// Weights 4i..4i+4 are the low nibbles of word i, 16+4i.. its high nibbles;
+// d·(q − 8) with q − 8 made exactly by bytes4f_less (no int → float
+// converts). Written out (no array filled in a loop) so the unit stays in
+// registers.
 fn unit_load(u: u32) -> Unit {
     let d = unpack2x16float(scales[u >> 1u])[u & 1u];
     let q = nibbles[u];
-    let b0 = bytes4(q.x);
-    let b1 = bytes4(q.y);
-    let b2 = bytes4(q.z);
-    let b3 = bytes4(q.w);
-    let m = vec4<u32>(0xFu);
-    let s = vec4<u32>(4u);
-    return Unit(d * (vec4<f32>(b0 & m) - 8.0), d * (vec4<f32>(b1 & m) - 8.0),
-        d * (vec4<f32>(b2 & m) - 8.0), d * (vec4<f32>(b3 & m) - 8.0),
-        d * (vec4<f32>(b0 >> s) - 8.0), d * (vec4<f32>(b1 >> s) - 8.0),
-        d * (vec4<f32>(b2 >> s) - 8.0), d * (vec4<f32>(b3 >> s) - 8.0));
+    let lo = vec4<u32>(0x0F0F0F0Fu) & q;
+    let hi = vec4<u32>(0x0F0F0F0Fu) & (q >> vec4<u32>(4u));
+    return Unit(d * bytes4f_less(lo.x, 8.0), d * bytes4f_less(lo.y, 8.0),
+        d * bytes4f_less(lo.z, 8.0), d * bytes4f_less(lo.w, 8.0),
+        d * bytes4f_less(hi.x, 8.0), d * bytes4f_less(hi.y, 8.0),
+        d * bytes4f_less(hi.z, 8.0), d * bytes4f_less(hi.w, 8.0));
 }

@@ -14,10 +14,9 @@ fn unit_load(u: u32) -> Unit {
     let d = vec4<f32>(dm.x);
     let m = vec4<f32>(dm.y);
     let q = nibbles[u];
-    let lo = vec4<u32>(0xFu);
-    let hi = vec4<u32>(4u);
-    return Unit(d * vec4<f32>(bytes4(q.x) & lo) + m, d * vec4<f32>(bytes4(q.y) & lo) + m,
-        d * vec4<f32>(bytes4(q.z) & lo) + m, d * vec4<f32>(bytes4(q.w) & lo) + m,
-        d * vec4<f32>(bytes4(q.x) >> hi) + m, d * vec4<f32>(bytes4(q.y) >> hi) + m,
-        d * vec4<f32>(bytes4(q.z) >> hi) + m, d * vec4<f32>(bytes4(q.w) >> hi) + m);
+    let lo = vec4<u32>(0x0F0F0F0Fu) & q;
+    let hi = vec4<u32>(0x0F0F0F0Fu) & (q >> vec4<u32>(4u));
+    return Unit(d * bytes4f(lo.x) + m, d * bytes4f(lo.y) + m, d * bytes4f(lo.z) + m,
+        d * bytes4f(lo.w) + m, d * bytes4f(hi.x) + m, d * bytes4f(hi.y) + m,
+        d * bytes4f(hi.z) + m, d * bytes4f(hi.w) + m);
 }

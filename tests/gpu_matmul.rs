@@ -7,8 +7,8 @@
 //! error is not the kernel's. Outputs are poisoned with NaN (ACCUM ones hold
 //! random values) and every element a dispatch must not write, rows past
 //! the chunk's tokens included, is checked to be left bit for bit.
-//! Dense cases run in the plan's tiles of 32 and in tiles of 8 (partly
-//! empty tiles, as routed experts' often are). matmul_coop.wgsl
+//! Dense cases run in the plan's tiles (32; 64 for matmul_coop) and in
+//! tiles of 8 (partly empty tiles, as routed experts' often are). matmul_coop.wgsl
 //! (cooperative matrices) runs the same cases where the adapter offers
 //! them; elsewhere each test says it skipped it.
 
@@ -16,7 +16,7 @@ mod common;
 
 use glmw::gpu::ops::{
     self, Dispatch, MatmulBindings, MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides,
-    MatmulParams, MATMUL_TILE,
+    MatmulParams, MATMUL_COOP_TILE, MATMUL_TILE,
 };
 use glmw::gpu::{Format, Kernel, Pipelines};
 
@@ -46,8 +46,9 @@ const EXTRA_ROWS: usize = 5;
 /// Extra poisoned floats after every output, to catch overruns.
 const TAIL: usize = 7;
 
-/// Tiles shorter than the kernels' `MATMUL_TILE` (each token slot past a
-/// tile's count is computed and must not be written).
+/// Tiles shorter than the kernels' `MATMUL_TILE` and `MATMUL_COOP_TILE`
+/// (each token slot past a tile's count is computed and must not be
+/// written).
 const SHORT_TILE: u32 = 8;
 
 /// One matmul dispatch to check: shapes and layout (floats, not vec4s).
@@ -199,38 +200,57 @@ fn check(
     };
     let pb = gpu.uniform("p", &params);
     let xb = gpu.storage("x", bytemuck::cast_slice(x)).unwrap();
-    let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
     let bufs = MatmulBindings {
         p: &pb,
         x: &xb,
-        y: &yb,
+        y: &xb,
         tiles: &t.tiles,
         order: &t.order,
         weights: wbufs,
     };
     let (gate_up, accum) = (c.gate_up, c.accum);
-    let (mut d, rows, tol) = if coop {
-        let b = MatmulCoopBindings {
-            p: bufs.p,
-            x: bufs.x,
-            y: bufs.y,
-            tiles: bufs.tiles,
-            order: bufs.order,
-            weights: bufs.weights,
-        };
-        let o = MatmulCoopOverrides { gate_up, accum };
-        let d = ops::matmul_coop(gpu, pipes, c.fmt, o, &b).unwrap();
-        (d, ops::matmul_coop_rows(gate_up), COOP_TOL)
-    } else {
-        let o = MatmulOverrides { gate_up, accum };
-        let d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
-        (d, ops::matmul_rows(gate_up), MATMUL_TOL)
+    // matmul_coop runs with WIDE as the adapter needs it, and with WIDE on
+    // (the path for subgroups wider than 32) where the adapter's is off.
+    let wides: &[bool] = match (coop, ops::coop_wide(gpu)) {
+        (false, _) => &[false],
+        (true, true) => &[true],
+        (true, false) => &[false, true],
     };
-    d.workgroups = [(c.rows as u32).div_ceil(rows), t.n_tiles, c.heads as u32];
-    ops::run(gpu, &[d]).unwrap();
-    let y = gpu.read_f32(&yb, y0.len()).unwrap();
-    let tag = format!("{:?} coop={coop} {c:?}", pipes.variant);
-    (common::compare(&tag, &y, &want, &written, tol), y)
+    let mut out = (0f64, Vec::new());
+    for &wide in wides {
+        let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
+        let bufs = MatmulBindings { y: &yb, ..bufs };
+        let (mut d, rows, tol) = if coop {
+            let b = MatmulCoopBindings {
+                p: bufs.p,
+                x: bufs.x,
+                y: bufs.y,
+                tiles: bufs.tiles,
+                order: bufs.order,
+                weights: bufs.weights,
+            };
+            let o = MatmulCoopOverrides {
+                gate_up,
+                accum,
+                wide,
+            };
+            let d = ops::matmul_coop(gpu, pipes, c.fmt, o, &b).unwrap();
+            (d, ops::matmul_coop_rows(gate_up), COOP_TOL)
+        } else {
+            let o = MatmulOverrides { gate_up, accum };
+            let d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
+            (d, ops::matmul_rows(gate_up), MATMUL_TOL)
+        };
+        d.workgroups = [(c.rows as u32).div_ceil(rows), t.n_tiles, c.heads as u32];
+        ops::run(gpu, &[d]).unwrap();
+        let y = gpu.read_f32(&yb, y0.len()).unwrap();
+        let tag = format!("{:?} coop={coop} wide={wide} {c:?}", pipes.variant);
+        let e = common::compare(&tag, &y, &want, &written, tol);
+        if out.1.is_empty() || e > out.0 {
+            out = (e, y);
+        }
+    }
+    out
 }
 
 /// Whether the adapter runs matmul_coop.wgsl; where not, say so (a test
@@ -269,7 +289,9 @@ fn check_dense(name: &str, cases: &[Case]) {
             for pipes in common::pipelines() {
                 worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
             }
-            if with_coop {
+        }
+        if with_coop {
+            for t in [MATMUL_COOP_TILE, SHORT_TILE].map(|n| dense_tiles(c.n_rows, n)) {
                 let e = check(true, &common::pipelines()[0], c, &w, &t, &x, &y0).0;
                 worst_coop = worst_coop.max(e);
             }
@@ -314,6 +336,8 @@ fn matmul_every_format_dense() {
         dense(Q6K, 256, 64, 32),
         // tiles of 32, 32 and 6
         dense(Q4_0, 160, 70, 70),
+        // tiles of 64, 64 and 22 (matmul_coop's)
+        dense(Q4_0, 96, 70, 150),
         Case {
             x_tok: 96 + 8,
             y_tok: 70 + 11,
@@ -607,7 +631,7 @@ fn check_moe(m: &Moe, seed: u64, coop: bool) -> (f64, f64) {
         false => common::pipelines(),
     };
     for pipes in pipes {
-        let t = group(pipes, &sel, m.n_expert, MATMUL_TILE);
+        let t = group(pipes, &sel, m.n_expert, ops::matmul_tile(coop));
         let (e, act) = check(coop, pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
         worst_mm = worst_mm.max(e);
         let act = &act[..down.x_len()];
@@ -646,6 +670,8 @@ fn moe_routed_group_matmuls_and_sum() {
         moe(Q4_0, Q8_0, 288, 96, 21),
         // 90 assignments, 36 to expert 0: a full tile of 32 and one of 4
         moe(Q4_0, Q8_0, 256, 96, 45),
+        // 180 assignments, 72 to expert 0: matmul_coop's 64 and 8
+        moe(Q4_0, Q8_0, 128, 96, 90),
         moe(Q5K, Q6K, 256, 256, 21),
         moe(Q4K, Q6K, 256, 512, 21),
         moe(Q4K, Q5_0, 96, 256, 9),

@@ -122,14 +122,14 @@ pub fn list_adapters(backend: BackendChoice) -> Vec<wgpu::AdapterInfo> {
 
 /// Whether `adapter` offers what matmul_coop.wgsl needs: 16x16x16
 /// subgroup matrices of f16 inputs with f32 accumulation, subgroups (its
-/// blocks are per subgroup), f16 and 32 KiB of workgroup memory.
+/// blocks are per subgroup), f16 and 34 KiB of workgroup memory.
 fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
     let need = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
         | wgpu::Features::SUBGROUP
         | wgpu::Features::SHADER_F16;
-    // matmul_coop.wgsl's workgroup arrays take 31232 bytes
+    // matmul_coop.wgsl's workgroup arrays take 34816 bytes
     adapter.features().contains(need)
-        && adapter.limits().max_compute_workgroup_storage_size >= 32768
+        && adapter.limits().max_compute_workgroup_storage_size >= 34816
         && adapter.cooperative_matrix_properties().iter().any(|p| {
             (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
                 && p.ab_type == wgpu::CooperativeScalarType::F16

@@ -219,10 +219,21 @@ pub fn embed(
 
 // ---- prefill matmul and MoE grouping -----------------------------------
 
-/// Rows of x per prefill matmul tile: shaders/matmul.wgsl's `TOK` and
-/// shaders/matmul_coop.wgsl's (the columns of its two B matrices), so the
-/// plan builds one tile size whichever kernel the adapter runs.
+/// Rows of x per prefill matmul tile in shaders/matmul.wgsl (`TOK`).
 pub const MATMUL_TILE: u32 = 32;
+/// Rows of x per tile in shaders/matmul_coop.wgsl (`TOK`: the columns of
+/// its four B matrices). Twice matmul.wgsl's: its staging, not its
+/// products, bounds it, so each staged weight serves more tokens.
+pub const MATMUL_COOP_TILE: u32 = 64;
+
+/// Rows of x per prefill matmul tile for the kernel the adapter runs
+/// (`Caps::coop`): the plan's dense tiles and the experts' grouping.
+pub fn matmul_tile(coop: bool) -> u32 {
+    match coop {
+        true => MATMUL_COOP_TILE,
+        false => MATMUL_TILE,
+    }
+}
 /// Weight rows per matmul workgroup (shaders/matmul.wgsl `ROWS`: one per
 /// invocation); it writes half as many with GATE_UP.
 pub const MATMUL_ROWS: u32 = 64;
@@ -276,6 +287,12 @@ pub fn matmul_rows(gate_up: bool) -> u32 {
         true => MATMUL_ROWS / 2,
         false => MATMUL_ROWS,
     }
+}
+
+/// Whether matmul_coop.wgsl must provide for subgroups wider than 32 lanes
+/// (its `WIDE`: fewer subgroups than 16-row blocks per workgroup).
+pub fn coop_wide(gpu: &Gpu) -> bool {
+    gpu.info.subgroup_max_size > 32
 }
 
 /// Output rows per matmul_coop workgroup.

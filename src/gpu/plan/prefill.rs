@@ -3,8 +3,8 @@
 //! tokens at once, built once per session next to the decode plan and
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul_coop.wgsl (cooperative matrices, where the adapter offers them)
-//! or matmul.wgsl, which dequantize each weight unit once per tile of 32
-//! tokens (`ops::MATMUL_TILE`); routed experts are grouped by expert
+//! or matmul.wgsl, which dequantize each weight unit once per tile of 64
+//! or 32 tokens (`ops::matmul_tile`); routed experts are grouped by expert
 //! (moe_group.wgsl) so each expert's weights are read once per tile of its
 //! tokens. Attention is causal over the cache: every token of the chunk
 //! appends its row first, then attends over the positions up to its own in one split.
@@ -28,7 +28,7 @@ use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
 use crate::gpu::ops::{
     self, AttentionBindings, Dispatch, KvAppendBindings, MoeGroupBindings, MoeSumBindings,
-    RmsNormBindings, RouterBindings, MATMUL_TILE,
+    RmsNormBindings, RouterBindings,
 };
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
@@ -43,7 +43,7 @@ use matmul::Mm;
 enum Dim {
     Fixed(u32),
     Tokens,
-    /// Tiles of `ops::MATMUL_TILE` consecutive tokens.
+    /// Tiles of `Prefill::tile` consecutive tokens.
     DenseTiles,
     /// The most expert tiles the chunk's assignments can make.
     RoutedTiles,
@@ -57,6 +57,8 @@ struct Op {
 pub struct Prefill {
     /// Most tokens per chunk.
     pub ubatch: usize,
+    /// Tokens per matmul tile (`ops::matmul_tile`).
+    tile: u32,
     ops: Vec<Op>,
     n_used: u32,
     n_expert: u32,
@@ -99,15 +101,15 @@ impl Prefill {
         match d {
             Dim::Fixed(n) => n,
             Dim::Tokens => n_tok,
-            Dim::DenseTiles => n_tok.div_ceil(MATMUL_TILE),
-            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, MATMUL_TILE),
+            Dim::DenseTiles => n_tok.div_ceil(self.tile),
+            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, self.tile),
         }
     }
 
     /// Write the per-chunk tables for `n_tok` tokens: the dense tiles and
     /// the grouping's params. (Embeddings and steps are the engine's.)
     pub fn write_chunk(&self, gpu: &Gpu, n_tok: u32) {
-        let t = MATMUL_TILE;
+        let t = self.tile;
         let tiles: Vec<[u32; 4]> = (0..n_tok.div_ceil(t))
             .map(|i| [0, i * t, t.min(n_tok - i * t), 0])
             .collect();
@@ -117,8 +119,8 @@ impl Prefill {
         let gp = ops::MoeGroupParams {
             n_assign,
             n_expert: self.n_expert,
-            tile: MATMUL_TILE,
-            max_tiles: ops::max_tiles(n_assign, self.n_expert, MATMUL_TILE),
+            tile: t,
+            max_tiles: ops::max_tiles(n_assign, self.n_expert, t),
         };
         gpu.queue
             .write_buffer(&self.group_params, 0, bytemuck::bytes_of(&gp));
@@ -271,12 +273,13 @@ pub fn build(
         .checked_mul(n_used)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
-    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, MATMUL_TILE);
+    let tile = ops::matmul_tile(gpu.caps.coop);
+    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
     let a = Acts::new(gpu, c, u, n_used)?;
-    let p = Uniforms::new(gpu, c, u, n_used, n_assign, max_tiles);
+    let p = Uniforms::new(gpu, c, u, n_used, n_assign, (tile, max_tiles));
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
-    let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(MATMUL_TILE as usize)])?;
+    let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
     let ids: Vec<u32> = (0..u as u32).collect();
     let identity = gpu.storage("pf.identity", bytemuck::cast_slice(&ids))?;
     let mut b = Builder {
@@ -293,6 +296,7 @@ pub fn build(
     let Builder { ops, low, .. } = b;
     Ok(Prefill {
         ubatch,
+        tile,
         ops,
         n_used: n_used as u32,
         n_expert: c.n_expert.max(1) as u32,

@@ -78,14 +78,15 @@ pub(super) struct Uniforms {
 
 impl Uniforms {
     /// For chunks of `u` tokens, `n_used` expert assignments each
-    /// (`n_assign` in all).
+    /// (`n_assign` in all), grouped in `tiles` = (tokens per tile, most
+    /// tiles).
     pub(super) fn new(
         gpu: &Gpu,
         c: &Config,
         u: usize,
         n_used: usize,
         n_assign: u32,
-        max_tiles: u32,
+        tiles: (u32, u32),
     ) -> Uniforms {
         let norm = |n: usize| {
             gpu.uniform(
@@ -101,8 +102,8 @@ impl Uniforms {
         let group = ops::MoeGroupParams {
             n_assign,
             n_expert: c.n_expert as u32,
-            tile: ops::MATMUL_TILE,
-            max_tiles,
+            tile: tiles.0,
+            max_tiles: tiles.1,
         };
         let sum = ops::MoeSumParams {
             n: c.n_embd as u32,

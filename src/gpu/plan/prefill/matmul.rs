@@ -83,7 +83,12 @@ impl Builder<'_> {
                 order,
                 weights,
             };
-            let o = ops::MatmulCoopOverrides { gate_up, accum };
+            let wide = ops::coop_wide(self.gpu);
+            let o = ops::MatmulCoopOverrides {
+                gate_up,
+                accum,
+                wide,
+            };
             let d = ops::matmul_coop(self.gpu, self.pipes, m.format, o, &b)?;
             (d, ops::matmul_coop_rows(gate_up))
         } else {
