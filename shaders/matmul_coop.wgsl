@@ -46,6 +46,9 @@ const KU: u32 = 2u;
 // f16 per column of wa: ROWS and 8 of padding, so each column starts
 // 16-byte aligned and a fragment's 16 columns fall on different banks.
 const AS: u32 = ROWS + 8u;
+// f16 between the two units' 32-column halves of wa beyond 32 columns:
+// 16 words, so the two lanes of a row store to different banks.
+const HALF: u32 = 32u * AS + 32u;
 // f16 per row of xs: a step's 64 columns and 8 of padding (the same).
 const KS: u32 = 72u;
 // 16-row blocks of wa: one per subgroup (8 subgroups of 32 lanes).
@@ -84,8 +87,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> tiles: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> order: array<u32>;
 
-// Column-major: column c of the step, row r at c·AS + r.
-var<workgroup> wa: array<f16, KU * 32u * AS>;
+// Column-major per unit: column c of unit half h, row r at h·HALF + c·AS + r.
+var<workgroup> wa: array<f16, KU * HALF>;
 // Token-major: token n, column c at n·KS + c.
 var<workgroup> xs: array<f16, TOK * KS>;
 // One 16-token quarter of the results at a time (34 KiB in all).
@@ -228,14 +231,14 @@ fn main(
     let mat = (tile.x + wid.z) * p.mat_units;
     // This invocation's weight row (clamped: rows past the matrix are
     // computed and dropped) and unit of each step.
-    let lr = lid % ROWS;
-    let lu = lid / ROWS;
+    let lr = lid / KU;
+    let lu = lid % KU;
     var row = min(r0 + lr % out_rows, p.rows - 1u);
     if GATE_UP && lr >= out_rows {
         row += p.rows;
     }
     let base = mat + row * p.units;
-    let wo = lu * 32u * AS + lr;
+    let wo = lu * HALF + lr;
     // This invocation's x vec4s of each step: vec4 q of tokens j + 16m.
     let j = lid / 16u;
     let q = lid % 16u;
@@ -283,14 +286,14 @@ fn main(
             let b2v = coopLoad<MatB>(&xs[t2], KS);
             let b3 = coopLoad<MatB>(&xs[t3], KS);
             if sg < BLOCKS {
-                let a = load_a(k * AS + 16u * sg);
+                let a = load_a((k / 32u) * HALF + (k % 32u) * AS + 16u * sg);
                 c00 = mma(a, b0, c00);
                 c01 = mma(a, b1, c01);
                 c02 = mma(a, b2v, c02);
                 c03 = mma(a, b3, c03);
             }
             if WIDE && b2 < BLOCKS {
-                let a = load_a(k * AS + 16u * b2);
+                let a = load_a((k / 32u) * HALF + (k % 32u) * AS + 16u * b2);
                 c10 = mma(a, b0, c10);
                 c11 = mma(a, b1, c11);
                 c12 = mma(a, b2v, c12);

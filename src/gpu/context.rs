@@ -127,9 +127,9 @@ fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
     let need = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
         | wgpu::Features::SUBGROUP
         | wgpu::Features::SHADER_F16;
-    // matmul_coop.wgsl's workgroup arrays take 34816 bytes
+    // matmul_coop.wgsl's workgroup arrays take 34880 bytes
     adapter.features().contains(need)
-        && adapter.limits().max_compute_workgroup_storage_size >= 34816
+        && adapter.limits().max_compute_workgroup_storage_size >= 34880
         && adapter.cooperative_matrix_properties().iter().any(|p| {
             (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
                 && p.ab_type == wgpu::CooperativeScalarType::F16
