@@ -108,26 +108,14 @@ fn put4(o: u32, i: u32, v: vec4<f32>) {
     wa[c + 3u * AS] = f16(v.w);
 }
 
-// Unit `u` of the row at unit `base` (zeros past the row).
-fn load_unit(base: u32, u: u32) -> Unit {
-    var w = Unit();
+// Unit `u` of the row at unit `base` as the format stages it (the format's
+// `stage_load`, or stage_unit.wgsl's; zeros past the row).
+fn load_unit(base: u32, u: u32) -> Staged {
+    var w = Staged();
     if u < p.units {
-        w = unit_load(base + u);
+        w = stage_load(base + u);
     }
     return w;
-}
-
-// A unit into wa at `o`. Unit element i holds weights 4i..4i+4; constant
-// indices only.
-fn store_unit(o: u32, w: Unit) {
-    put4(o, 0u, w[0]);
-    put4(o, 1u, w[1]);
-    put4(o, 2u, w[2]);
-    put4(o, 3u, w[3]);
-    put4(o, 4u, w[4]);
-    put4(o, 5u, w[5]);
-    put4(o, 6u, w[6]);
-    put4(o, 7u, w[7]);
 }
 
 // The A fragment of wa's 16 rows and columns at `o`, and one product. (Calls:
@@ -265,7 +253,7 @@ fn main(
     var x2 = load_x(xo2, q, 0u);
     var x3 = load_x(xo3, q, 0u);
     for (var u0 = 0u; u0 < p.units; u0 += KU) {
-        store_unit(wo, w);
+        stage_store(wo, w);
         store_x(j, q, x0);
         store_x(j + 16u, q, x1);
         store_x(j + 32u, q, x2);
