@@ -108,6 +108,19 @@ fn put4(o: u32, i: u32, v: vec4<f32>) {
     wa[c + 3u * AS] = f16(v.w);
 }
 
+// A unit into wa at `o`. Unit element i holds weights 4i..4i+4; constant
+// indices only.
+fn store_unit(o: u32, w: Unit) {
+    put4(o, 0u, w[0]);
+    put4(o, 1u, w[1]);
+    put4(o, 2u, w[2]);
+    put4(o, 3u, w[3]);
+    put4(o, 4u, w[4]);
+    put4(o, 5u, w[5]);
+    put4(o, 6u, w[6]);
+    put4(o, 7u, w[7]);
+}
+
 // Unit `u` of the row at unit `base` as the format stages it (the format's
 // `stage_load`, or stage_unit.wgsl's; zeros past the row).
 fn load_unit(base: u32, u: u32) -> Staged {

@@ -16,14 +16,32 @@ fn quad4k(w: u32, s: u32, sm: vec2<f32>) -> vec4<f32> {
     return fma(bytes4f((w >> s) & 0x0F0F0F0Fu), vec4<f32>(sm.x), vec4<f32>(-sm.y));
 }
 
-// Written out (no array filled in a loop) so the unit stays in registers.
-fn unit_load(u: u32) -> Unit {
+// A unit's words as loaded (unit_raw: the super-block's head, the unit's
+// two qs vectors, its index j), dequantized by unit_of; unit_load is both
+// (matmul_coop.wgsl holds the raw form).
+struct Raw {
+    head: vec4<u32>,
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    j: u32,
+}
+
+fn unit_raw(u: u32) -> Raw {
     let j = u % 8u;
     let b = (u / 8u) * 9u;
-    let sm = scale_min_k4(blocks[b], j);
-    let q0 = blocks[b + 1u + (j / 2u) * 2u];
-    let q1 = blocks[b + 2u + (j / 2u) * 2u];
-    let s = (j & 1u) * 4u;
+    return Raw(blocks[b], blocks[b + 1u + (j / 2u) * 2u], blocks[b + 2u + (j / 2u) * 2u], j);
+}
+
+// Written out (no array filled in a loop) so the unit stays in registers.
+fn unit_of(r: Raw) -> Unit {
+    let sm = scale_min_k4(r.head, r.j);
+    let s = (r.j & 1u) * 4u;
+    let q0 = r.q0;
+    let q1 = r.q1;
     return Unit(quad4k(q0.x, s, sm), quad4k(q0.y, s, sm), quad4k(q0.z, s, sm), quad4k(q0.w, s, sm),
         quad4k(q1.x, s, sm), quad4k(q1.y, s, sm), quad4k(q1.z, s, sm), quad4k(q1.w, s, sm));
+}
+
+fn unit_load(u: u32) -> Unit {
+    return unit_of(unit_raw(u));
 }

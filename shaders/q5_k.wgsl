@@ -17,19 +17,40 @@ fn quad5k(qs: u32, s: u32, qh: u32, j: u32, sm: vec2<f32>) -> vec4<f32> {
     return fma(bytes4f(q), vec4<f32>(sm.x), vec4<f32>(-sm.y));
 }
 
-// Written out (no array filled in a loop) so the unit stays in registers.
-fn unit_load(u: u32) -> Unit {
+// A unit's words as loaded (unit_raw: the super-block's head, the unit's
+// eight qs words, the eight qh words, its index j), dequantized by
+// unit_of; unit_load is both (matmul_coop.wgsl holds the raw form).
+struct Raw {
+    head: vec4<u32>,
+    qs0: vec4<u32>,
+    qs1: vec4<u32>,
+    qh0: vec4<u32>,
+    qh1: vec4<u32>,
+    j: u32,
+}
+
+fn unit_raw(u: u32) -> Raw {
     let j = u % 8u;
     let w0 = (u / 8u) * 44u;
-    let sm = scale_min_k4(vec4<u32>(blocks[w0], blocks[w0 + 1u], blocks[w0 + 2u], blocks[w0 + 3u]), j);
     let q0 = w0 + 12u + (j / 2u) * 8u;
+    return Raw(vec4<u32>(blocks[w0], blocks[w0 + 1u], blocks[w0 + 2u], blocks[w0 + 3u]),
+        vec4<u32>(blocks[q0], blocks[q0 + 1u], blocks[q0 + 2u], blocks[q0 + 3u]),
+        vec4<u32>(blocks[q0 + 4u], blocks[q0 + 5u], blocks[q0 + 6u], blocks[q0 + 7u]),
+        vec4<u32>(blocks[w0 + 4u], blocks[w0 + 5u], blocks[w0 + 6u], blocks[w0 + 7u]),
+        vec4<u32>(blocks[w0 + 8u], blocks[w0 + 9u], blocks[w0 + 10u], blocks[w0 + 11u]), j);
+}
+
+// Written out (no array filled in a loop) so the unit stays in registers.
+fn unit_of(r: Raw) -> Unit {
+    let j = r.j;
+    let sm = scale_min_k4(r.head, j);
     let s = (j & 1u) * 4u;
-    return Unit(quad5k(blocks[q0], s, blocks[w0 + 4u], j, sm),
-        quad5k(blocks[q0 + 1u], s, blocks[w0 + 5u], j, sm),
-        quad5k(blocks[q0 + 2u], s, blocks[w0 + 6u], j, sm),
-        quad5k(blocks[q0 + 3u], s, blocks[w0 + 7u], j, sm),
-        quad5k(blocks[q0 + 4u], s, blocks[w0 + 8u], j, sm),
-        quad5k(blocks[q0 + 5u], s, blocks[w0 + 9u], j, sm),
-        quad5k(blocks[q0 + 6u], s, blocks[w0 + 10u], j, sm),
-        quad5k(blocks[q0 + 7u], s, blocks[w0 + 11u], j, sm));
+    return Unit(quad5k(r.qs0.x, s, r.qh0.x, j, sm), quad5k(r.qs0.y, s, r.qh0.y, j, sm),
+        quad5k(r.qs0.z, s, r.qh0.z, j, sm), quad5k(r.qs0.w, s, r.qh0.w, j, sm),
+        quad5k(r.qs1.x, s, r.qh1.x, j, sm), quad5k(r.qs1.y, s, r.qh1.y, j, sm),
+        quad5k(r.qs1.z, s, r.qh1.z, j, sm), quad5k(r.qs1.w, s, r.qh1.w, j, sm));
+}
+
+fn unit_load(u: u32) -> Unit {
+    return unit_of(unit_raw(u));
 }

@@ -23,34 +23,53 @@ fn quad6(lo: u32, hi: u32, ls: u32, hs: u32, s: f32) -> vec4<f32> {
     return fma(bytes4f(q), vec4<f32>(s), vec4<f32>(-32.0 * s));
 }
 
-// d times the unit's two scales (weights 0..16 and 16..32): bytes 8h + 2k
-// and 8h + 2k + 1 of sc.
-fn scales2(w0: u32, j: u32) -> vec2<f32> {
-    let d = unpack2x16float(blocks[w0 + 52u]).x;
-    let sb = 192u + 8u * (j / 4u) + 2u * (j % 4u);
-    let sw = blocks[w0 + sb / 4u] >> ((sb & 3u) * 8u);
-    let s0 = f32(bitcast<i32>(sw << 24u) >> 24u);
-    let s1 = f32(bitcast<i32>((sw >> 8u) << 24u) >> 24u);
-    return d * vec2<f32>(s0, s1);
+// A unit's words as loaded (unit_raw: its eight ql and eight qh words,
+// the word holding its two scale bytes, the word holding d, its index j),
+// dequantized by unit_of; unit_load is both (matmul_coop.wgsl holds the
+// raw form).
+struct Raw {
+    l0: vec4<u32>,
+    l1: vec4<u32>,
+    h0: vec4<u32>,
+    h1: vec4<u32>,
+    sw: u32,
+    dw: u32,
+    j: u32,
 }
 
-// Written out (no array filled in a loop) so the unit stays in registers.
-fn unit_load(u: u32) -> Unit {
+fn unit_raw(u: u32) -> Raw {
     let j = u % 8u;
     let w0 = (u / 8u) * 53u;
-    let s = scales2(w0, j);
     let h = j / 4u;
     let k = j % 4u;
     let l0 = w0 + 16u * h + 8u * (k & 1u);
     let h0 = w0 + 32u + 8u * h;
+    let sb = 192u + 8u * h + 2u * k;
+    return Raw(vec4<u32>(blocks[l0], blocks[l0 + 1u], blocks[l0 + 2u], blocks[l0 + 3u]),
+        vec4<u32>(blocks[l0 + 4u], blocks[l0 + 5u], blocks[l0 + 6u], blocks[l0 + 7u]),
+        vec4<u32>(blocks[h0], blocks[h0 + 1u], blocks[h0 + 2u], blocks[h0 + 3u]),
+        vec4<u32>(blocks[h0 + 4u], blocks[h0 + 5u], blocks[h0 + 6u], blocks[h0 + 7u]),
+        blocks[w0 + sb / 4u], blocks[w0 + 52u], j);
+}
+
+// Written out (no array filled in a loop) so the unit stays in registers.
+// d times the unit's two scales (weights 0..16 and 16..32): bytes 8h + 2k
+// and 8h + 2k + 1 of sc.
+fn unit_of(r: Raw) -> Unit {
+    let j = r.j;
+    let k = j % 4u;
+    let sb = 192u + 8u * (j / 4u) + 2u * k;
+    let sw = r.sw >> ((sb & 3u) * 8u);
+    let sc = vec2<f32>(f32(bitcast<i32>(sw << 24u) >> 24u), f32(bitcast<i32>((sw >> 8u) << 24u) >> 24u));
+    let s = unpack2x16float(r.dw).x * sc;
     let ls = (k >> 1u) * 4u;
     let hs = 2u * k;
-    return Unit(quad6(blocks[l0], blocks[h0], ls, hs, s.x),
-        quad6(blocks[l0 + 1u], blocks[h0 + 1u], ls, hs, s.x),
-        quad6(blocks[l0 + 2u], blocks[h0 + 2u], ls, hs, s.x),
-        quad6(blocks[l0 + 3u], blocks[h0 + 3u], ls, hs, s.x),
-        quad6(blocks[l0 + 4u], blocks[h0 + 4u], ls, hs, s.y),
-        quad6(blocks[l0 + 5u], blocks[h0 + 5u], ls, hs, s.y),
-        quad6(blocks[l0 + 6u], blocks[h0 + 6u], ls, hs, s.y),
-        quad6(blocks[l0 + 7u], blocks[h0 + 7u], ls, hs, s.y));
+    return Unit(quad6(r.l0.x, r.h0.x, ls, hs, s.x), quad6(r.l0.y, r.h0.y, ls, hs, s.x),
+        quad6(r.l0.z, r.h0.z, ls, hs, s.x), quad6(r.l0.w, r.h0.w, ls, hs, s.x),
+        quad6(r.l1.x, r.h1.x, ls, hs, s.y), quad6(r.l1.y, r.h1.y, ls, hs, s.y),
+        quad6(r.l1.z, r.h1.z, ls, hs, s.y), quad6(r.l1.w, r.h1.w, ls, hs, s.y));
+}
+
+fn unit_load(u: u32) -> Unit {
+    return unit_of(unit_raw(u));
 }
