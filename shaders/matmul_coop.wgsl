@@ -12,24 +12,30 @@ enable wgpu_cooperative_matrix;
 // GATE_UP); tiles of up to TOK rows of x.
 //
 // Each workgroup owns OUT output rows of one tile. Per step of KU units (64
-// columns) invocation i dequantizes unit i / ROWS of weight row i % ROWS
-// (unit_load) into `wa` and four x vec4s of the tile into `xs`, both as
-// f16; then subgroup s multiplies weight rows 16s..16s+16 (A) by the
-// tile's four 16-token quarters (B: column n is token n) into its four f32
-// accumulators (C), each A fragment loaded once for the four. With GATE_UP
-// `wa` holds OUT gate rows then the same OUT up rows. After the last step
-// each quarter's accumulators go to `cs` (column-major: token n's row r at
-// n·ROWS + r), from which the epilogue (silu(gate)·up, ACCUM) writes y.
-// Subgroups of 4 to 64 lanes: with fewer than 8 subgroups each takes a
-// second 16-row block.
+// columns) invocation i dequantizes unit i % 2 of weight row i / 2 into
+// `wa` (the format's stage_load / stage_store: stage_raw.wgsl or
+// stage_unit.wgsl) and four x vec4s of the tile into `xs`, both as f16;
+// then subgroup s multiplies weight rows 16s..16s+16 (A) by the tile's
+// four 16-token quarters (B: column n is token n) into its four f32
+// accumulators (C), each A fragment loaded once for the four. The next
+// step's weights and x are loaded before this step's products and held
+// through them (raw words where the format splits unit_load). With
+// GATE_UP `wa` holds OUT gate rows then the same OUT up rows. After the
+// last step each quarter's accumulators go to `cs` (column-major: token
+// n's row r at n·ROWS + r), from which the epilogue (silu(gate)·up,
+// ACCUM) writes y. Subgroups of 4 to 64 lanes: with fewer than 8
+// subgroups (WIDE) each takes a second 16-row block.
 //
-// Why these layouts: a dequantized weight costs more than the 64 products
-// it feeds, so the tile is as wide as workgroup memory allows (each weight
-// unit is staged once per 64 tokens; a routed expert's ~32 tokens of a
-// 512-token chunk fit one tile), and `wa` is column-major so the 32 lanes
-// of a subgroup (32 consecutive rows of one unit) store each weight as one
-// contiguous 64-byte run: no bank conflicts (row-major rows 16 bytes apart
-// in banks put four lanes on each bank).
+// Why these layouts (H100 measurements in docs/perf-journal.md, session
+// 10): the weights' loads and dequantization, not the tensor-core
+// products, bound the kernel. So the tile is as wide as workgroup memory
+// allows (each weight unit is staged once per 64 tokens; a routed
+// expert's ~32 tokens of a 512-token chunk fit one tile); the two lanes
+// of a row load its two adjacent units (half the lines per subgroup load
+// of one unit per row); `wa` is column-major per unit, the second unit's
+// columns 16 words further, so a subgroup's f16 stores (16 rows × 2
+// units) fall on 32 banks; and a step holds raw words, not 32 floats,
+// through its products, so more workgroups fit.
 //
 // Inputs are rounded to f16 (11-bit significand), products accumulate in
 // f32: |error| <= 2^-10 · sum |w·x| per output, before the epilogue.
