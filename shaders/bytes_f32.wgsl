@@ -6,8 +6,7 @@
 // 2^23 + byte; one subtract takes 2^23 off, exactly.
 
 fn bytes4f(w: u32) -> vec4<f32> {
-    let m = ((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu)) | vec4<u32>(0x4B000000u);
-    return bitcast<vec4<f32>>(m) - vec4<f32>(8388608.0);
+    return bytes4f_less(w, 0.0);
 }
 
 // The four bytes of `w` less `c` (a constant: 8 for Q4_0's nibbles, 128

@@ -284,23 +284,21 @@ fn main(
         x2 = load_x(xo2, q, u0 + KU);
         x3 = load_x(xo3, q, u0 + KU);
         for (var k = 0u; k < KU * 32u; k += 16u) {
-            // (naga 30 wants the fragments' offsets as lets.)
-            let t1 = 16u * KS + k;
-            let t2 = 32u * KS + k;
-            let t3 = 48u * KS + k;
             let b0 = coopLoad<MatB>(&xs[k], KS);
-            let b1 = coopLoad<MatB>(&xs[t1], KS);
-            let b2v = coopLoad<MatB>(&xs[t2], KS);
-            let b3 = coopLoad<MatB>(&xs[t3], KS);
+            let b1 = coopLoad<MatB>(&xs[16u * KS + k], KS);
+            let b2v = coopLoad<MatB>(&xs[32u * KS + k], KS);
+            let b3 = coopLoad<MatB>(&xs[48u * KS + k], KS);
+            // Column k of the step: its unit's half of wa.
+            let ka = (k / 32u) * HALF + (k % 32u) * AS;
             if sg < BLOCKS {
-                let a = load_a((k / 32u) * HALF + (k % 32u) * AS + 16u * sg);
+                let a = load_a(ka + 16u * sg);
                 c00 = mma(a, b0, c00);
                 c01 = mma(a, b1, c01);
                 c02 = mma(a, b2v, c02);
                 c03 = mma(a, b3, c03);
             }
             if WIDE && b2 < BLOCKS {
-                let a = load_a((k / 32u) * HALF + (k % 32u) * AS + 16u * b2);
+                let a = load_a(ka + 16u * b2);
                 c10 = mma(a, b0, c10);
                 c11 = mma(a, b1, c11);
                 c12 = mma(a, b2v, c12);

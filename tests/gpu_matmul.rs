@@ -200,14 +200,6 @@ fn check(
     };
     let pb = gpu.uniform("p", &params);
     let xb = gpu.storage("x", bytemuck::cast_slice(x)).unwrap();
-    let bufs = MatmulBindings {
-        p: &pb,
-        x: &xb,
-        y: &xb,
-        tiles: &t.tiles,
-        order: &t.order,
-        weights: wbufs,
-    };
     let (gate_up, accum) = (c.gate_up, c.accum);
     // matmul_coop runs with WIDE as the adapter needs it, and with WIDE on
     // (the path for subgroups wider than 32) where the adapter's is off.
@@ -219,7 +211,14 @@ fn check(
     let mut out = (0f64, Vec::new());
     for &wide in wides {
         let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
-        let bufs = MatmulBindings { y: &yb, ..bufs };
+        let bufs = MatmulBindings {
+            p: &pb,
+            x: &xb,
+            y: &yb,
+            tiles: &t.tiles,
+            order: &t.order,
+            weights: wbufs,
+        };
         let (mut d, rows, tol) = if coop {
             let b = MatmulCoopBindings {
                 p: bufs.p,

@@ -276,7 +276,7 @@ pub fn build(
     let tile = ops::matmul_tile(gpu.caps.coop);
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
     let a = Acts::new(gpu, c, u, n_used)?;
-    let p = Uniforms::new(gpu, c, u, n_used, n_assign, (tile, max_tiles));
+    let p = Uniforms::new(gpu, c, u, n_used);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
     let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;

@@ -77,17 +77,10 @@ pub(super) struct Uniforms {
 }
 
 impl Uniforms {
-    /// For chunks of `u` tokens, `n_used` expert assignments each
-    /// (`n_assign` in all), grouped in `tiles` = (tokens per tile, most
-    /// tiles).
-    pub(super) fn new(
-        gpu: &Gpu,
-        c: &Config,
-        u: usize,
-        n_used: usize,
-        n_assign: u32,
-        tiles: (u32, u32),
-    ) -> Uniforms {
+    /// For chunks of up to `u` tokens, `n_used` expert assignments each.
+    /// The grouping's params depend on the chunk: `Prefill::write_chunk`
+    /// writes them before each chunk is recorded.
+    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize) -> Uniforms {
         let norm = |n: usize| {
             gpu.uniform(
                 "pf.rms_norm",
@@ -98,12 +91,6 @@ impl Uniforms {
                     _pad: 0,
                 },
             )
-        };
-        let group = ops::MoeGroupParams {
-            n_assign,
-            n_expert: c.n_expert as u32,
-            tile: tiles.0,
-            max_tiles: tiles.1,
         };
         let sum = ops::MoeSumParams {
             n: c.n_embd as u32,
@@ -117,7 +104,10 @@ impl Uniforms {
             attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
             router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
             sum: gpu.uniform("pf.moe_sum", &sum),
-            group: gpu.uniform("pf.moe_group", &group),
+            group: gpu.uniform(
+                "pf.moe_group",
+                &<ops::MoeGroupParams as bytemuck::Zeroable>::zeroed(),
+            ),
         }
     }
 }
