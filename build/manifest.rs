@@ -499,6 +499,13 @@ pub const KERNELS: &[KernelDef] = &[
         structs: &[("Params", "gpu::ops::AttentionParams"), ("Step", "gpu::ops::Step")],
     },
     KernelDef {
+        kernel: "AttentionCoop",
+        name: "attention_coop",
+        parts: &["attention_coop.wgsl", "step.wgsl"],
+        overrides: &[("N_KV", &[64.0, 128.0, 192.0, 256.0, 320.0, 384.0, 448.0, 512.0])],
+        structs: &[("Params", "gpu::ops::AttentionCoopParams"), ("Step", "gpu::ops::Step")],
+    },
+    KernelDef {
         kernel: "AttentionHead",
         name: "attention_head",
         parts: &["attention_head.wgsl", "step.wgsl"],

@@ -526,6 +526,173 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
     eprintln!("prefill attention: worst rel L2 per head {worst:.2e} (tolerance {ATTN_TOL:.0e})");
 }
 
+/// attention_coop.wgsl vs f64, rel L2 per (token, head): queries and
+/// probabilities are rounded to f16 (2^-11 relative each), so a score's
+/// error is ~2^-11 · Σ|q·c| · scale (a few 1e-3 in log units for these
+/// magnitudes) and each output moves by about that relative amount. The
+/// H100 measured 1.96e-3 at worst (session 11).
+const ATTN_COOP_TOL: f64 = 1e-2;
+
+/// One attention_coop case: `n_tok` tokens on top of `depth` cached rows;
+/// `grow` scales cache row t by 1 + t / 64, so scores climb along the
+/// positions and the kernel's running max must move (and its accumulators
+/// be rescaled) many times.
+struct CoopCase {
+    depth: usize,
+    n_tok: usize,
+    grow: bool,
+}
+
+#[test]
+fn prefill_attention_coop_matches_f64_softmax() {
+    let gpu = common::gpu();
+    if !ops::attention_coop_fits(gpu, 16) {
+        eprintln!(
+            "prefill_attention_coop_matches_f64_softmax skipped: adapter {} offers no 16x16 f16 \
+             cooperative matrix with subgroups of 8 to 32 lanes (lavapipe offers none; the GPU \
+             machine runs it)",
+            gpu.info.name
+        );
+        return;
+    }
+    let cases = [
+        // fewer than one tile of positions: the tile reads rows past them
+        CoopCase {
+            depth: 0,
+            n_tok: 5,
+            grow: false,
+        },
+        // several workgroups, a part-filled last one, shifted last tiles
+        CoopCase {
+            depth: 37,
+            n_tok: 70,
+            grow: false,
+        },
+        CoopCase {
+            depth: 1000,
+            n_tok: 3,
+            grow: false,
+        },
+        CoopCase {
+            depth: 300,
+            n_tok: 9,
+            grow: true,
+        },
+    ];
+    let mut worst = 0f64;
+    for (ci, s) in [&GLM, &TINY, &WIDE].into_iter().enumerate() {
+        for (k, cc) in cases.iter().enumerate() {
+            let seed = 100 * ci as u64 + 10 * k as u64;
+            let n_fill = cc.depth + cc.n_tok;
+            let n_ctx = n_fill.max(ops::ATTENTION_COOP_TILE) + 5;
+            let (mut words, mut c) = random_cache(s, n_ctx, n_ctx, 200 + seed);
+            if cc.grow {
+                let vals: Vec<f16> = c
+                    .chunks(s.row())
+                    .enumerate()
+                    .flat_map(|(t, r)| {
+                        let g = 1.0 + t as f32 / 64.0;
+                        r.iter().map(move |&v| f16::from_f32(v * g))
+                    })
+                    .collect();
+                c = vals.iter().map(|v| v.to_f32()).collect();
+                words = vals
+                    .chunks(2)
+                    .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
+                    .collect();
+            }
+            // Rows the kernel may not read: past the fill, and past the
+            // first tile.
+            words[n_fill.max(ops::ATTENTION_COOP_TILE) * s.row() / 2..].fill(NAN_PAIR);
+            let q_abs = common::randn(cc.n_tok * s.n_head * s.n_kv, 1.0, 201 + seed);
+            let q = common::randn(cc.n_tok * s.n_head * s.n_qk(), 1.0, 202 + seed);
+            let scale = 1.0 / (s.n_qk() as f32).sqrt();
+            let cs: Vec<_> = (0..cc.n_tok)
+                .map(|z| cpu::rope_cos_sin(cc.depth + z, s.n_rot, ROPE_BASE, None))
+                .collect();
+            let steps: Vec<Step> = (0..cc.n_tok)
+                .map(|z| Step::new(cc.depth + z, &cs[z]).one_split())
+                .collect();
+            let store = |v: &[u8]| gpu.storage("in", v).unwrap();
+            let (cache, step, qab, qb) = (
+                store(bytemuck::cast_slice(&words)),
+                store(bytemuck::cast_slice(&steps)),
+                store(bytemuck::cast_slice(&q_abs)),
+                store(bytemuck::cast_slice(&q)),
+            );
+            let ap = gpu.uniform(
+                "p",
+                &ops::AttentionCoopParams {
+                    n_rot: s.n_rot as u32,
+                    n_nope: s.n_nope as u32,
+                    scale,
+                    n_head: s.n_head as u32,
+                    n_tok: cc.n_tok as u32,
+                    _pad: [0; 3],
+                },
+            );
+            let rows = cc.n_tok * s.n_head;
+            for pipes in common::pipelines() {
+                let nan = |n: usize| {
+                    gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
+                        .unwrap()
+                };
+                let (o, ml) = (nan(rows * s.n_kv + 1), nan(rows * 2 + 1));
+                let grid = [
+                    ops::attention_coop_groups(cc.n_tok as u32, s.n_head as u32),
+                    1,
+                    1,
+                ];
+                let bufs = ops::AttentionCoopBindings {
+                    p: &ap,
+                    steps: &step,
+                    q_abs: &qab,
+                    q: &qb,
+                    cache: &cache,
+                    o: &o,
+                    ml: &ml,
+                };
+                ops::run(
+                    gpu,
+                    &[ops::attention_coop(gpu, pipes, s.n_kv, &bufs, grid).unwrap()],
+                )
+                .unwrap();
+                let got = gpu.read_f32(&o, rows * s.n_kv + 1).unwrap();
+                let got_ml = gpu.read_f32(&ml, rows * 2 + 1).unwrap();
+                let tag = format!(
+                    "{:?} n_head {} depth {} n_tok {} grow {}",
+                    pipes.variant, s.n_head, cc.depth, cc.n_tok, cc.grow
+                );
+                assert!(
+                    got[rows * s.n_kv].is_nan() && got_ml[rows * 2].is_nan(),
+                    "{tag}: wrote past the last row"
+                );
+                for z in 0..cc.n_tok {
+                    let n = cc.depth + z + 1;
+                    let zq = &q_abs[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
+                    let zqp = &q[z * s.n_head * s.n_qk()..][..s.n_head * s.n_qk()];
+                    let want = attention_f64(s, &c, n, zq, zqp, &cs[z], scale as f64);
+                    let zo = &got[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
+                    for h in 0..s.n_head {
+                        let e =
+                            cpu::rel_l2(&zo[h * s.n_kv..][..s.n_kv], &want[h * s.n_kv..][..s.n_kv]);
+                        worst = worst.max(e);
+                        let l = got_ml[2 * (z * s.n_head + h) + 1];
+                        assert!(
+                            e < ATTN_COOP_TOL && l == 1.0,
+                            "{tag}: token {z} head {h}: rel L2 {e:.3e}, l {l}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "prefill attention (cooperative matrices): worst rel L2 per head {worst:.2e} (tolerance \
+         {ATTN_COOP_TOL:.0e})"
+    );
+}
+
 #[test]
 fn router_matches_reference() {
     let gpu = common::gpu();

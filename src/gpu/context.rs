@@ -122,14 +122,17 @@ pub fn list_adapters(backend: BackendChoice) -> Vec<wgpu::AdapterInfo> {
 
 /// Whether `adapter` offers what matmul_coop.wgsl needs: 16x16x16
 /// subgroup matrices of f16 inputs with f32 accumulation, subgroups (its
-/// blocks are per subgroup), f16 and 34 KiB of workgroup memory.
+/// blocks are per subgroup), f16 and the 47 KiB of workgroup memory
+/// attention_coop.wgsl takes.
 fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
     let need = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
         | wgpu::Features::SUBGROUP
         | wgpu::Features::SHADER_F16;
-    // matmul_coop.wgsl's workgroup arrays take 34880 bytes
+    // attention_coop.wgsl's workgroup arrays take 48260 bytes (queries
+    // 37376, scores 8192, probabilities 2560, row factors 132);
+    // matmul_coop.wgsl's 34944
     adapter.features().contains(need)
-        && adapter.limits().max_compute_workgroup_storage_size >= 34880
+        && adapter.limits().max_compute_workgroup_storage_size >= 48260
         && adapter.cooperative_matrix_properties().iter().any(|p| {
             (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
                 && p.ab_type == wgpu::CooperativeScalarType::F16

@@ -8,10 +8,11 @@
 
 use super::context::Gpu;
 pub use super::kernels::{
-    AttentionBindings, AttentionHeadBindings, AttentionOverrides, EmbedBindings, KvAppendBindings,
-    MatmulBindings, MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides, MatvecBindings,
-    MatvecOverrides, MoeGroupBindings, MoeSumBindings, PickBindings, ReadBandwidthBindings,
-    RmsNormBindings, RouterBindings, TopkBindings, TopkOverrides,
+    AttentionBindings, AttentionCoopBindings, AttentionCoopOverrides, AttentionHeadBindings,
+    AttentionOverrides, EmbedBindings, KvAppendBindings, MatmulBindings, MatmulCoopBindings,
+    MatmulCoopOverrides, MatmulOverrides, MatvecBindings, MatvecOverrides, MoeGroupBindings,
+    MoeSumBindings, PickBindings, ReadBandwidthBindings, RmsNormBindings, RouterBindings,
+    TopkBindings, TopkOverrides,
 };
 use super::kernels::{Bind, Bindings, Format, Kernel, Overrides, Pipelines};
 use crate::error::{Error, Result};
@@ -484,6 +485,73 @@ pub fn attention(
         .map_err(|_| Error::InvalidArgument(format!("latent width {n_kv} is too large")))?;
     let o = AttentionOverrides { n_kv };
     Dispatch::with(gpu, pipes, Kernel::Attention, &o, b, workgroups)
+}
+
+/// (token, head) rows per attention_coop.wgsl workgroup (`M`).
+pub const ATTENTION_COOP_ROWS: u32 = 32;
+
+/// Positions per attention_coop.wgsl tile (`T`).
+pub const ATTENTION_COOP_TILE: usize = 32;
+
+/// The widest cache row attention_coop.wgsl stages queries for (`MAX_ROW`).
+pub const ATTENTION_COOP_ROW: usize = MAX_LATENT + MAX_ROPE;
+
+/// attention_coop.wgsl's params; `n_tok` is the chunk's, so the prefill
+/// writes them per chunk.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionCoopParams {
+    pub n_rot: u32,
+    pub n_nope: u32,
+    pub scale: f32,
+    pub n_head: u32,
+    pub n_tok: u32,
+    pub _pad: [u32; 3],
+}
+
+impl AttentionCoopParams {
+    pub fn new(c: &Config, n_tok: u32) -> AttentionCoopParams {
+        AttentionCoopParams {
+            n_rot: c.n_embd_head_qk_rope as u32,
+            n_nope: c.n_embd_head_qk_nope as u32,
+            scale: c.kq_scale(),
+            n_head: c.n_head as u32,
+            n_tok,
+            _pad: [0; 3],
+        }
+    }
+}
+
+/// Whether the prefill runs its attention on attention_coop.wgsl: the
+/// adapter's cooperative matrices (`Caps::coop`), at least the 8 subgroups
+/// the kernel's score blocks need (subgroups of at most 32 lanes) and
+/// 8-lane segments for its softmax, and a rope width `n_rot` its 16-wide k
+/// steps cover.
+pub fn attention_coop_fits(gpu: &Gpu, n_rot: usize) -> bool {
+    gpu.caps.coop
+        && gpu.info.subgroup_max_size <= 32
+        && gpu.info.subgroup_min_size >= 8
+        && n_rot % 16 == 0
+}
+
+/// Workgroups of attention_coop.wgsl for a chunk of `n_tok` tokens.
+pub fn attention_coop_groups(n_tok: u32, n_head: u32) -> u32 {
+    (n_tok * n_head).div_ceil(ATTENTION_COOP_ROWS)
+}
+
+/// A prefill attention dispatch on cooperative matrices over latent rows
+/// `n_kv` wide (a multiple of 64 up to MAX_LATENT).
+pub fn attention_coop(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    n_kv: usize,
+    b: &AttentionCoopBindings,
+    workgroups: [u32; 3],
+) -> Result<Dispatch> {
+    let n_kv = u32::try_from(n_kv)
+        .map_err(|_| Error::InvalidArgument(format!("latent width {n_kv} is too large")))?;
+    let o = AttentionCoopOverrides { n_kv };
+    Dispatch::with(gpu, pipes, Kernel::AttentionCoop, &o, b, workgroups)
 }
 
 impl KvAppendParams {

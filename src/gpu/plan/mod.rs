@@ -129,9 +129,10 @@ pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
 }
 
 /// Bytes of one layer's latent cache (f16 rows of `kv_row` values); the
-/// context length comes from the user, so the product is checked.
+/// context length comes from the user, so the product is checked. At least
+/// one attention_coop.wgsl tile of rows: its tiles read whole tiles.
 fn cache_bytes(model: &Model, n_ctx: usize) -> Result<u64> {
-    (n_ctx as u64)
+    (n_ctx.max(ops::ATTENTION_COOP_TILE) as u64)
         .checked_mul(2 * model.config.kv_row() as u64)
         .ok_or_else(|| {
             Error::InvalidArgument(format!(

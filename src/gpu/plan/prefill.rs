@@ -7,7 +7,10 @@
 //! or 32 tokens (`ops::matmul_tile`); routed experts are grouped by expert
 //! (moe_group.wgsl) so each expert's weights are read once per tile of its
 //! tokens. Attention is causal over the cache: every token of the chunk
-//! appends its row first, then attends over the positions up to its own in one split.
+//! appends its row first, then attends over the positions up to its own in
+//! one split: the chunk's (token, head) pairs as the rows of matrix
+//! products on cooperative matrices (attention_coop.wgsl) where
+//! `ops::attention_coop_fits`, else attention.wgsl once per token.
 //!
 //! Per MoE block: attn_norm, q_a, q_a_norm, q_b, kv_a, kv_append, k_b,
 //! attention, v_b, attn_output (+ residual), ffn_norm, router logits, router
@@ -47,6 +50,9 @@ enum Dim {
     DenseTiles,
     /// The most expert tiles the chunk's assignments can make.
     RoutedTiles,
+    /// attention_coop.wgsl's workgroups: the chunk's (token, head) rows
+    /// for this many heads.
+    HeadRows(u32),
 }
 
 struct Op {
@@ -74,6 +80,8 @@ pub struct Prefill {
     routed_tiles: wgpu::Buffer,
     routed_order: wgpu::Buffer,
     group_params: wgpu::Buffer,
+    /// attention_coop.wgsl's params (its `n_tok` set per chunk).
+    attn_coop: (wgpu::Buffer, ops::AttentionCoopParams),
     /// RMSNorm params over n_embd-wide chunk rows (layer norms and the head).
     norm_embd: wgpu::Buffer,
     /// The chunk's output-norm rows (`head`). The router kernel always
@@ -103,11 +111,13 @@ impl Prefill {
             Dim::Tokens => n_tok,
             Dim::DenseTiles => n_tok.div_ceil(self.tile),
             Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, self.tile),
+            Dim::HeadRows(n_head) => ops::attention_coop_groups(n_tok, n_head),
         }
     }
 
-    /// Write the per-chunk tables for `n_tok` tokens: the dense tiles and
-    /// the grouping's params. (Embeddings and steps are the engine's.)
+    /// Write the per-chunk tables for `n_tok` tokens: the dense tiles, the
+    /// grouping's and attention_coop's params. (Embeddings and steps are
+    /// the engine's.)
     pub fn write_chunk(&self, gpu: &Gpu, n_tok: u32) {
         let t = self.tile;
         let tiles: Vec<[u32; 4]> = (0..n_tok.div_ceil(t))
@@ -124,6 +134,9 @@ impl Prefill {
         };
         gpu.queue
             .write_buffer(&self.group_params, 0, bytemuck::bytes_of(&gp));
+        let (buf, ap) = &self.attn_coop;
+        let ap = ops::AttentionCoopParams { n_tok, ..*ap };
+        gpu.queue.write_buffer(buf, 0, bytemuck::bytes_of(&ap));
     }
 
     /// Record `op` with its grid for a chunk of `n_tok` tokens.
@@ -308,6 +321,7 @@ pub fn build(
         routed_tiles,
         routed_order,
         group_params: p.group,
+        attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0)),
         norm_embd: p.norm_embd,
         result_norm: a.result_norm,
         traced: low.traced,
@@ -424,22 +438,37 @@ impl Builder<'_> {
             b.matmul(&lw.k_b, k_b)
         })?;
         // One split per token: its (m + ln l, 1) normalisation leaves kqv.
-        let attn = AttentionBindings {
-            p: &p.attn,
-            steps: &a.steps,
-            q_abs: &a.q_abs,
-            q: &a.q,
-            cache,
-            o: &a.o,
-            ml: &a.ml,
+        let (d, grid) = match ops::attention_coop_fits(self.gpu, c.n_embd_head_qk_rope) {
+            true => {
+                let b = ops::AttentionCoopBindings {
+                    p: &p.attn_coop,
+                    steps: &a.steps,
+                    q_abs: &a.q_abs,
+                    q: &a.q,
+                    cache,
+                    o: &a.o,
+                    ml: &a.ml,
+                };
+                let d = ops::attention_coop(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
+                (d, [Dim::HeadRows(n_head), Dim::Fixed(1), Dim::Fixed(1)])
+            }
+            false => {
+                let b = AttentionBindings {
+                    p: &p.attn,
+                    steps: &a.steps,
+                    q_abs: &a.q_abs,
+                    q: &a.q,
+                    cache,
+                    o: &a.o,
+                    ml: &a.ml,
+                };
+                let d = ops::attention(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
+                let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
+                (d, [Dim::Fixed(1), heads, Dim::Tokens])
+            }
         };
-        let d = ops::attention(self.gpu, self.pipes, n_lat, &attn, [1, 1, 1])?;
-        let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
         self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
-            b.add(
-                d.named(name("attention")),
-                [Dim::Fixed(1), heads, Dim::Tokens],
-            );
+            b.add(d.named(name("attention")), grid);
             Ok(())
         })?;
         let v_b = Mm {

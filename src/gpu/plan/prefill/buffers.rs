@@ -71,6 +71,9 @@ pub(super) struct Uniforms {
     pub(super) norm_q: wgpu::Buffer,
     pub(super) kv: wgpu::Buffer,
     pub(super) attn: wgpu::Buffer,
+    /// attention_coop.wgsl's, with the chunk's token count: written per
+    /// chunk by `Prefill::write_chunk`.
+    pub(super) attn_coop: wgpu::Buffer,
     pub(super) router: wgpu::Buffer,
     pub(super) sum: wgpu::Buffer,
     pub(super) group: wgpu::Buffer,
@@ -78,8 +81,8 @@ pub(super) struct Uniforms {
 
 impl Uniforms {
     /// For chunks of up to `u` tokens, `n_used` expert assignments each.
-    /// The grouping's params depend on the chunk: `Prefill::write_chunk`
-    /// writes them before each chunk is recorded.
+    /// The grouping's and attention_coop's params depend on the chunk:
+    /// `Prefill::write_chunk` writes them before each chunk is recorded.
     pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize) -> Uniforms {
         let norm = |n: usize| {
             gpu.uniform(
@@ -102,6 +105,7 @@ impl Uniforms {
             norm_q: norm(c.n_lora_q.max(1)),
             kv: gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c)),
             attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
+            attn_coop: gpu.uniform("pf.attention_coop", &ops::AttentionCoopParams::new(c, 0)),
             router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
             sum: gpu.uniform("pf.moe_sum", &sum),
             group: gpu.uniform(
