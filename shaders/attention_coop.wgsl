@@ -15,29 +15,39 @@ enable wgpu_cooperative_matrix;
 // Bindings: 0 params (uniform; n_tok is the chunk's, written per chunk),
 // 1 steps (array<Step>: n_pos, rope table), 2 q_abs (array<vec4<f32>>,
 // rows × N_KV/4), 3 q (array<f32>, rows × (n_nope + n_rot), the q_b
-// output: q_pe is its tail, roped here), 4 cache (array<f16>: rows of
-// N_KV + n_rot), 5 o (array<f32>, rows × N_KV, written normalised),
+// output: q_pe is its tail, roped here), 4 cache (array<vec4<u32>>: f16
+// rows of N_KV + n_rot), 5 o (array<f32>, rows × N_KV, written normalised),
 // 6 ml (array<vec2<f32>>, (m + ln l, 1) per row, as attention.wgsl writes).
 // Dispatch: (ceil(n_tok · n_head / M), 1, 1).
 //
-// Each workgroup owns M = 32 rows. Their queries go to `qs` once, as f16.
-// Per tile of T = 32 positions:
-//   scores:  subgroup s (< 8) multiplies position block s % 2 by row
-//            block (s % 4) / 2 over half s / 4 of the row's 16-wide k
-//            steps (Sᵀ = C · Qᵀ: the cache rows an A matrix loaded
-//            row-major straight from the cache, Q a B matrix from `qs`),
-//            into `ss`;
+// Each workgroup owns M = 32 rows. Their queries go to `cs` once, as f16,
+// and from there into registers: subgroup s (< 8) holds the KH = 18 query
+// fragments of its score block (row block (s % 4) / 2, k steps of half
+// s / 4). Per tile of T = 32 positions:
+//   staging: the tile's cache rows go to `cs` with 16-byte loads, issued
+//            one tile ahead (PRE words per invocation held through a tile);
+//   scores:  subgroup s multiplies its queries by position block s % 2
+//            of the tile (B, column-major from cs) into its half of `ss`;
 //   softmax: invocations 8r .. 8r + 8 own row r, four positions each: the
 //            two halves summed, masked, the row's max and sum reduced over
 //            the 8 lanes by shuffles, P written to `ps` as f16;
 //   values:  subgroup s (< N_KV / 64) adds P · C[:, 64s .. 64s + 64] into
-//            its 2 × 4 accumulators, C loaded row-major from the cache.
-// Three barriers a tile (workgroupUniformLoad is two). The accumulators
-// are opaque, so the running max is lazy: it moves only when a tile's max exceeds it by more than TH (P then
-// stays below 2^TH, well inside f16), and only then are the rows rescaled,
-// through `ss`, in a workgroup-uniform branch. The last tile is moved back
-// to end at the workgroup's last position (positions already done masked)
-// so no row past the filled cache is read where there are at least T.
+//            its 2 × 4 accumulators, C row-major from cs.
+// Five barriers a tile (workgroupUniformLoad is two). The accumulators
+// are opaque, so the running max is lazy: it moves only when a tile's max
+// exceeds it by more than TH (P then stays below 2^TH, well inside f16),
+// and only then are the rows rescaled, through `ss`, in a
+// workgroup-uniform branch. The last tile is moved back to end at the
+// workgroup's last position (positions already done masked) so no row
+// past the filled cache is read where there are at least T.
+//
+// Why (H100, docs/perf-journal.md session 11): fragments loaded straight
+// from the cache (16 rows of 32 bytes per load) and queries reloaded from
+// workgroup memory every tile ran the scores at ~23 TFLOP/s; staging the
+// tile with whole-line loads and holding the queries in registers took
+// pp512 @ d16384 from 762 to 1,384. Every workgroup array is a multiple
+// of 16 bytes: a 4-byte one shifted the H100's cooperative loads and
+// stores of the others by 4 bytes.
 //
 // Inputs are rounded to f16 (the cache already is): a score's error is
 // about 2^-11 · Σ|q·c| (in log2 units, after the scale), P's relative
@@ -50,12 +60,19 @@ const M: u32 = 32u;
 /// Positions per tile.
 /// host: gpu::ops::ATTENTION_COOP_TILE
 const T: u32 = 32u;
+// cs holds the M rows' queries, then T cache rows.
+const_assert M == T;
 /// The widest row: MAX_LATENT + MAX_ROPE.
 /// host: gpu::ops::ATTENTION_COOP_ROW
 const MAX_ROW: u32 = 576u;
-// f16 per row of qs: 8 of padding, so a fragment's 16 rows start on
+// f16 per row of cs: 8 of padding, so a fragment's 16 rows start on
 // different banks.
-const QS: u32 = MAX_ROW + 8u;
+const CS: u32 = MAX_ROW + 8u;
+// The most k steps of a score half: MAX_ROW / 32, one query fragment each.
+const KH: u32 = 18u;
+// vec4<u32>s (8 cache values) each invocation stages per tile: T rows of
+// MAX_ROW at most.
+const PRE: u32 = 9u;
 // f16 per row of ps, the same.
 const PS: u32 = T + 8u;
 // The running max moves when a tile's exceeds it by more than this
@@ -90,12 +107,13 @@ struct Params {
 @group(0) @binding(1) var<storage, read> steps: array<Step>;
 @group(0) @binding(2) var<storage, read> q_abs: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> q: array<f32>;
-@group(0) @binding(4) var<storage, read> cache: array<f16>;
+@group(0) @binding(4) var<storage, read> cache: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read_write> o: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
-// The rows' queries, row-major: row r, dim k at r·QS + k.
-var<workgroup> qs: array<f16, M * QS>;
+// Row-major, CS f16 a row: first the rows' queries (row r, dim k at
+// r·CS + k), then each tile's cache rows (position t of the tile at t·CS).
+var<workgroup> cs: array<f16, M * CS>;
 // The scores' two halves, row-major ([half][row][position]); also each
 // subgroup's 16 × 16 staging area (256 floats at 256·s) when the
 // accumulators are rescaled or written.
@@ -106,7 +124,7 @@ var<workgroup> ps: array<f16, M * PS>;
 var<workgroup> rowf: array<f32, M>;
 // .x set when some row's running max moved. 16 bytes: on the H100 a 4-byte
 // workgroup variable shifted the others' cooperative loads and stores by
-// 4 bytes (they assume 16-byte aligned arrays).
+// 4 bytes.
 var<workgroup> moved: vec4<u32>;
 
 // The cooperative operations are called through functions: naga's
@@ -124,41 +142,66 @@ fn unstage(s: u32) -> MatC {
     return coopLoadT<MatC>(&ss[256u * s], 16u);
 }
 
-// Subgroup s's partial scores of the tile at position tb: k steps
-// [k0, k1) of its position block and row block, into its half of ss.
-// Computed transposed, Sᵀ = C · Qᵀ: the cache rows are the A matrix,
-// loaded row-major, and the queries the B matrix, column-major from qs
-// (the H100 ran S = Q · Cᵀ, the cache a column-major B, at the same
-// speed). Six steps' fragments are loaded before their products.
-fn scores(s: u32, tb: u32, kvr: u32, k0: u32, k1: u32) {
-    let f = s % 4u;
-    let rb = f / 2u;
-    let pb = f % 2u;
-    let cb = (tb + 16u * pb) * kvr;
-    let qb = rb * 16u * QS;
-    var acc = MatC();
-    var k = k0;
-    for (; k + 6u <= k1; k += 6u) {
-        let a0 = coopLoadT<MatA>(&cache[cb + 16u * k], kvr);
-        let a1 = coopLoadT<MatA>(&cache[cb + 16u * k + 16u], kvr);
-        let a2 = coopLoadT<MatA>(&cache[cb + 16u * k + 32u], kvr);
-        let a3 = coopLoadT<MatA>(&cache[cb + 16u * k + 48u], kvr);
-        let a4 = coopLoadT<MatA>(&cache[cb + 16u * k + 64u], kvr);
-        let a5 = coopLoadT<MatA>(&cache[cb + 16u * k + 80u], kvr);
-        acc = coopMultiplyAdd(a0, coopLoad<MatB>(&qs[qb + 16u * k], QS), acc);
-        acc = coopMultiplyAdd(a1, coopLoad<MatB>(&qs[qb + 16u * k + 16u], QS), acc);
-        acc = coopMultiplyAdd(a2, coopLoad<MatB>(&qs[qb + 16u * k + 32u], QS), acc);
-        acc = coopMultiplyAdd(a3, coopLoad<MatB>(&qs[qb + 16u * k + 48u], QS), acc);
-        acc = coopMultiplyAdd(a4, coopLoad<MatB>(&qs[qb + 16u * k + 64u], QS), acc);
-        acc = coopMultiplyAdd(a5, coopLoad<MatB>(&qs[qb + 16u * k + 80u], QS), acc);
+// One k step of a score block: acc + query fragment q times the tile's
+// position block at cb (column-major B: position n's row is column n).
+fn sstep(acc: MatC, q: MatA, k: u32, cb: u32) -> MatC {
+    return coopMultiplyAdd(q, coopLoad<MatB>(&cs[cb + 16u * k], CS), acc);
+}
+
+// Query fragment of row block rb at k step k.
+fn qload(rb: u32, k: u32) -> MatA {
+    return coopLoadT<MatA>(&cs[rb * 16u * CS + 16u * k], CS);
+}
+
+// The 16 × 16 score block in acc into half h of ss at row block rb,
+// position block pb.
+fn sstore(acc: MatC, h: u32, rb: u32, pb: u32) {
+    coopStoreT(acc, &ss[h * M * T + rb * 16u * T + pb * 16u], T);
+}
+
+// The first position of the tile that starts at t0: moved back to end at
+// n_max where there are at least T positions.
+fn tile_base(t0: u32, n_max: u32) -> u32 {
+    return select(t0, n_max - T, n_max >= T && t0 + T > n_max);
+}
+
+// This invocation's share of the cache rows of the tile at tb (kvr wide,
+// row8 = kvr / 8 vec4<u32>s a row): vec4 lid + WG·j.
+fn tile_load(lid: u32, tb: u32, row8: u32) -> array<vec4<u32>, PRE> {
+    var v: array<vec4<u32>, PRE>;
+    for (var j = 0u; j < PRE; j++) {
+        let i = lid + WG * j;
+        if i < T * row8 {
+            v[j] = cache[(tb + i / row8) * row8 + i % row8];
+        }
     }
-    for (; k < k1; k++) {
-        let a = coopLoadT<MatA>(&cache[cb + 16u * k], kvr);
-        acc = coopMultiplyAdd(a, coopLoad<MatB>(&qs[qb + 16u * k], QS), acc);
+    return v;
+}
+
+// Eight f16 from four words into cs at `at`.
+fn put8(at: u32, w: vec4<u32>) {
+    let a = unpack2x16float(w.x);
+    let b = unpack2x16float(w.y);
+    let c = unpack2x16float(w.z);
+    let d = unpack2x16float(w.w);
+    cs[at] = f16(a.x);
+    cs[at + 1u] = f16(a.y);
+    cs[at + 2u] = f16(b.x);
+    cs[at + 3u] = f16(b.y);
+    cs[at + 4u] = f16(c.x);
+    cs[at + 5u] = f16(c.y);
+    cs[at + 6u] = f16(d.x);
+    cs[at + 7u] = f16(d.y);
+}
+
+// tile_load's words into cs.
+fn tile_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32) {
+    for (var j = 0u; j < PRE; j++) {
+        let i = lid + WG * j;
+        if i < T * row8 {
+            put8((i / row8) * CS + 8u * (i % row8), v[j]);
+        }
     }
-    // Sᵀ column-major is S row-major.
-    let at = (s / 4u) * M * T + rb * 16u * T + pb * 16u;
-    coopStore(acc, &ss[at], T);
 }
 
 // A of P: rows 16·rb.., positions 16·kk.. of the tile.
@@ -167,13 +210,13 @@ fn load_p(rb: u32, kk: u32) -> MatA {
     return coopLoadT<MatA>(&ps[at], PS);
 }
 
-// B of C: positions tb + 16·kk.., latent dims d0...
-fn load_v(tb: u32, kk: u32, d0: u32, kvr: u32) -> MatB {
-    let at = (tb + 16u * kk) * kvr + d0;
-    return coopLoadT<MatB>(&cache[at], kvr);
+// B of the tile's cache rows: positions 16·kk.., latent dims d0...
+fn load_v(kk: u32, d0: u32) -> MatB {
+    let at = 16u * kk * CS + d0;
+    return coopLoadT<MatB>(&cs[at], CS);
 }
 
-// The queries of rows row0.. into qs, times scale · log2 e (zeros for
+// The queries of rows row0.. into cs, times scale · log2 e (zeros for
 // rows past the chunk and dims past the row).
 fn stage_queries(lid: u32, row0: u32, n_rows: u32) {
     let kv4 = N_KV / 4u;
@@ -197,11 +240,11 @@ fn stage_queries(lid: u32, row0: u32, n_rows: u32) {
                 q[b + 2u] * c1.x - q[b + 3u] * c1.y, q[b + 2u] * c1.y + q[b + 3u] * c1.x);
         }
         v *= f;
-        let at = r * QS + 4u * w;
-        qs[at] = f16(v.x);
-        qs[at + 1u] = f16(v.y);
-        qs[at + 2u] = f16(v.z);
-        qs[at + 3u] = f16(v.w);
+        let at = r * CS + 4u * w;
+        cs[at] = f16(v.x);
+        cs[at + 1u] = f16(v.y);
+        cs[at + 2u] = f16(v.z);
+        cs[at + 3u] = f16(v.w);
     }
 }
 
@@ -272,9 +315,9 @@ fn main(
     // The last row's token sees the most positions.
     let n_max = steps[(min(row0 + M, n_rows) - 1u) / p.n_head].n_pos;
     let kvr = N_KV + p.n_rot;
-    let ks = kvr / 16u;
-    let k0 = (sg / 4u) * (ks / 2u);
-    let k1 = select(ks / 2u, ks, sg / 4u == 1u);
+    // Score half sg / 4: k steps k0 .. k0 + KH. The queries are zero past
+    // the row, so narrower rows (fewer than 2·KH steps) add zeros.
+    let k0 = (sg / 4u) * KH;
     let own_v = 64u * sg < N_KV;
     // Softmax: row r, positions 4c .. 4c + 4 of a tile.
     let r = lid / 8u;
@@ -300,10 +343,63 @@ fn main(
     }
     stage_queries(lid, row0, n_rows);
     workgroupBarrier();
+    // Score block: position block pb, row block rb, k steps k0 .. k0 + KH. Its
+    // query fragments stay in registers for every tile.
+    let pb = sg % 2u;
+    let rb = (sg % 4u) / 2u;
+    let q0 = qload(rb, k0);
+    let q1 = qload(rb, k0 + 1u);
+    let q2 = qload(rb, k0 + 2u);
+    let q3 = qload(rb, k0 + 3u);
+    let q4 = qload(rb, k0 + 4u);
+    let q5 = qload(rb, k0 + 5u);
+    let q6 = qload(rb, k0 + 6u);
+    let q7 = qload(rb, k0 + 7u);
+    let q8 = qload(rb, k0 + 8u);
+    let q9 = qload(rb, k0 + 9u);
+    let q10 = qload(rb, k0 + 10u);
+    let q11 = qload(rb, k0 + 11u);
+    let q12 = qload(rb, k0 + 12u);
+    let q13 = qload(rb, k0 + 13u);
+    let q14 = qload(rb, k0 + 14u);
+    let q15 = qload(rb, k0 + 15u);
+    let q16 = qload(rb, k0 + 16u);
+    let q17 = qload(rb, k0 + 17u);
+    let row8 = kvr / 8u;
+    let cb = pb * 16u * CS;
+    // The next tile's rows are loaded while this one is computed.
+    var pre = tile_load(lid, tile_base(0u, n_max), row8);
     for (var t0 = 0u; t0 < n_max; t0 += T) {
-        let tb = select(t0, n_max - T, n_max >= T && t0 + T > n_max);
+        let tb = tile_base(t0, n_max);
+        // cs is free: the query fragments are loaded, the last tile's
+        // values done.
+        workgroupBarrier();
+        tile_store(lid, pre, row8);
+        workgroupBarrier();
+        if t0 + T < n_max {
+            pre = tile_load(lid, tile_base(t0 + T, n_max), row8);
+        }
+        var acc = MatC();
+        acc = sstep(acc, q0, k0, cb);
+        acc = sstep(acc, q1, k0 + 1u, cb);
+        acc = sstep(acc, q2, k0 + 2u, cb);
+        acc = sstep(acc, q3, k0 + 3u, cb);
+        acc = sstep(acc, q4, k0 + 4u, cb);
+        acc = sstep(acc, q5, k0 + 5u, cb);
+        acc = sstep(acc, q6, k0 + 6u, cb);
+        acc = sstep(acc, q7, k0 + 7u, cb);
+        acc = sstep(acc, q8, k0 + 8u, cb);
+        acc = sstep(acc, q9, k0 + 9u, cb);
+        acc = sstep(acc, q10, k0 + 10u, cb);
+        acc = sstep(acc, q11, k0 + 11u, cb);
+        acc = sstep(acc, q12, k0 + 12u, cb);
+        acc = sstep(acc, q13, k0 + 13u, cb);
+        acc = sstep(acc, q14, k0 + 14u, cb);
+        acc = sstep(acc, q15, k0 + 15u, cb);
+        acc = sstep(acc, q16, k0 + 16u, cb);
+        acc = sstep(acc, q17, k0 + 17u, cb);
         if sg < 8u {
-            scores(sg, tb, kvr, k0, k1);
+            sstore(acc, sg / 4u, rb, pb);
         }
         workgroupBarrier();
         let i = r * T + 4u * c;
@@ -356,14 +452,14 @@ fn main(
         // acc += P · C[tb.., d0..]: the tile's eight cache fragments loaded
         // first, so their latency overlaps.
         if own_v {
-            let b00 = load_v(tb, 0u, d0, kvr);
-            let b01 = load_v(tb, 0u, d0 + 16u, kvr);
-            let b02 = load_v(tb, 0u, d0 + 32u, kvr);
-            let b03 = load_v(tb, 0u, d0 + 48u, kvr);
-            let b10 = load_v(tb, 1u, d0, kvr);
-            let b11 = load_v(tb, 1u, d0 + 16u, kvr);
-            let b12 = load_v(tb, 1u, d0 + 32u, kvr);
-            let b13 = load_v(tb, 1u, d0 + 48u, kvr);
+            let b00 = load_v(0u, d0);
+            let b01 = load_v(0u, d0 + 16u);
+            let b02 = load_v(0u, d0 + 32u);
+            let b03 = load_v(0u, d0 + 48u);
+            let b10 = load_v(1u, d0);
+            let b11 = load_v(1u, d0 + 16u);
+            let b12 = load_v(1u, d0 + 32u);
+            let b13 = load_v(1u, d0 + 48u);
             let a0 = load_p(0u, 0u);
             let a1 = load_p(1u, 0u);
             o00 = mma(a0, b00, o00);

@@ -128,11 +128,11 @@ fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
     let need = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
         | wgpu::Features::SUBGROUP
         | wgpu::Features::SHADER_F16;
-    // attention_coop.wgsl's workgroup arrays take 48260 bytes (queries
-    // 37376, scores 8192, probabilities 2560, row factors 132);
-    // matmul_coop.wgsl's 34944
+    // attention_coop.wgsl's workgroup arrays take 48272 bytes (queries,
+    // then cache rows 37376; scores 8192; probabilities 2560; row factors
+    // and the flag 144); matmul_coop.wgsl's 34944
     adapter.features().contains(need)
-        && adapter.limits().max_compute_workgroup_storage_size >= 48260
+        && adapter.limits().max_compute_workgroup_storage_size >= 48272
         && adapter.cooperative_matrix_properties().iter().any(|p| {
             (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
                 && p.ab_type == wgpu::CooperativeScalarType::F16
