@@ -10,15 +10,20 @@ enable wgpu_cooperative_matrix;
 // columns:
 //   S = Q · Cᵀ        Q: [q_abs ‖ rope(q_pe)] · scale · log2 e, C: cache rows
 //   O += P · C[:, :N_KV]   P = 2^(S − m), m and l = Σ P per row
-// Each token attends over its causal prefix, positions [0, n_pos).
+// Each token attends over its causal prefix, positions [0, n_pos), in
+// n_split splits (its step record's): the prefill's tokens in one, the
+// decode's one token in up to MAX_SPLITS, merged by attn_v_b's matvec.
 //
 // Bindings: 0 params (uniform; n_tok is the chunk's, written per chunk),
 // 1 steps (array<Step>: n_pos, rope table), 2 q_abs (array<vec4<f32>>,
 // rows × N_KV/4), 3 q (array<f32>, rows × (n_nope + n_rot), the q_b
 // output: q_pe is its tail, roped here), 4 cache (array<vec4<u32>>: f16
-// rows of N_KV + n_rot), 5 o (array<f32>, rows × N_KV, written normalised),
-// 6 ml (array<vec2<f32>>, (m + ln l, 1) per row, as attention.wgsl writes).
-// Dispatch: (ceil(n_tok · n_head / M), 1, 1).
+// rows of N_KV + n_rot), 5 o (array<f32>, N_KV per slot, normalised),
+// 6 ml (array<vec2<f32>>, (m + ln l, 1) per slot, as attention.wgsl writes).
+// Dispatch: (splits, ceil(n_tok · n_head / M), 1); slot of row r and split
+// s: r · split_stride + s. Split s of the last row's token covers [s·len,
+// min((s+1)·len, n_pos)), len = ceil(n_pos / n_split); a split with no
+// positions writes ml = (NEG, 0) and leaves o alone.
 //
 // Each workgroup owns M = 32 rows. Their queries go to `cs` once, as f16,
 // and from there into registers: subgroup s (< 8) holds the KH = 18 query
@@ -38,8 +43,8 @@ enable wgpu_cooperative_matrix;
 // exceeds it by more than TH (P then stays below 2^TH, well inside f16),
 // and only then are the rows rescaled, through `ss`, in a
 // workgroup-uniform branch. The last tile is moved back to end at the
-// workgroup's last position (positions already done masked) so no row
-// past the filled cache is read where there are at least T.
+// split's last position (positions already done masked) so no row past
+// the split is read where there are at least T before its end.
 //
 // Why (H100, docs/perf-journal.md session 11): fragments loaded straight
 // from the cache (16 rows of 32 bytes per load) and queries reloaded from
@@ -98,7 +103,8 @@ struct Params {
     n_head: u32,
     // tokens in the chunk
     n_tok: u32,
-    _pad0: u32,
+    // split slots per row in o and ml (1 in the prefill)
+    split_stride: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -159,10 +165,11 @@ fn sstore(acc: MatC, h: u32, rb: u32, pb: u32) {
     coopStoreT(acc, &ss[h * M * T + rb * 16u * T + pb * 16u], T);
 }
 
-// The first position of the tile that starts at t0: moved back to end at
-// n_max where there are at least T positions.
-fn tile_base(t0: u32, n_max: u32) -> u32 {
-    return select(t0, n_max - T, n_max >= T && t0 + T > n_max);
+// The first position of the tile that starts at t0: moved back so it
+// ends at t_hi, or at T where t_hi is less (the cache has at least T rows).
+fn tile_base(t0: u32, t_hi: u32) -> u32 {
+    let end = max(t_hi, T);
+    return select(t0, end - T, t0 + T > end);
 }
 
 // This invocation's share of the cache rows of the tile at tb (kvr wide,
@@ -257,11 +264,12 @@ fn scale_staged(s: u32, rb: u32, lane: u32, sg_size: u32) {
 }
 
 // Subgroup s's staged fragment (rows 16·rb.., dims d0..) times rowf into o.
-fn write_staged(s: u32, rb: u32, d0: u32, row0: u32, n_rows: u32, lane: u32, sg_size: u32) {
+fn write_staged(s: u32, rb: u32, d0: u32, row0: u32, n_rows: u32, lane: u32, sg_size: u32, split: u32) {
     for (var e = lane; e < 256u; e += sg_size) {
         let r = rb * 16u + e / 16u;
         if row0 + r < n_rows {
-            o[(row0 + r) * N_KV + d0 + e % 16u] = ss[256u * s + e] * rowf[r];
+            let slot = (row0 + r) * p.split_stride + split;
+            o[slot * N_KV + d0 + e % 16u] = ss[256u * s + e] * rowf[r];
         }
     }
 }
@@ -287,13 +295,13 @@ fn rescaled(c: MatC, rb: u32, s: u32, own: bool, lane: u32, sg_size: u32) -> Mat
 }
 
 // Accumulator `c` (row block rb, dims d0..) times rowf into o.
-fn write_out(c: MatC, rb: u32, d0: u32, s: u32, own: bool, row0: u32, n_rows: u32, lane: u32, sg_size: u32) {
+fn write_out(c: MatC, rb: u32, d0: u32, s: u32, own: bool, row0: u32, n_rows: u32, lane: u32, sg_size: u32, split: u32) {
     if own {
         stage(c, s);
     }
     workgroupBarrier();
     if own {
-        write_staged(s, rb, d0, row0, n_rows, lane, sg_size);
+        write_staged(s, rb, d0, row0, n_rows, lane, sg_size, split);
     }
     workgroupBarrier();
 }
@@ -307,13 +315,25 @@ fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     let n_rows = p.n_tok * p.n_head;
-    let row0 = wid.x * M;
+    let split = wid.x;
+    let row0 = wid.y * M;
     // Workgroup-uniform: the grid covers the chunk's rows.
     if row0 >= n_rows {
         return;
     }
-    // The last row's token sees the most positions.
-    let n_max = steps[(min(row0 + M, n_rows) - 1u) / p.n_head].n_pos;
+    // The last row's token sees the most positions; the split covers
+    // [t_lo, t_hi) of them (all of them in the prefill: one split).
+    let last = steps[(min(row0 + M, n_rows) - 1u) / p.n_head];
+    let len = (last.n_pos + last.n_split - 1u) / last.n_split;
+    let t_lo = split * len;
+    let t_hi = min(t_lo + len, last.n_pos);
+    if split >= last.n_split || t_lo >= t_hi {
+        // Empty slots are marked for the merge in attn_v_b's matvec.
+        if lid < M && row0 + lid < n_rows {
+            ml[(row0 + lid) * p.split_stride + split] = vec2<f32>(NEG, 0.0);
+        }
+        return;
+    }
     let kvr = N_KV + p.n_rot;
     // Score half sg / 4: k steps k0 .. k0 + KH. The queries are zero past
     // the row, so narrower rows (fewer than 2·KH steps) add zeros.
@@ -322,9 +342,10 @@ fn main(
     // Softmax: row r, positions 4c .. 4c + 4 of a tile.
     let r = lid / 8u;
     let c = lid % 8u;
+    // Positions of row r in this split end at n_row.
     var n_row = 0u;
     if row0 + r < n_rows {
-        n_row = steps[(row0 + r) / p.n_head].n_pos;
+        n_row = min(steps[(row0 + r) / p.n_head].n_pos, t_hi);
     }
     var m = NEG;
     var l = 0.0;
@@ -368,16 +389,16 @@ fn main(
     let row8 = kvr / 8u;
     let cb = pb * 16u * CS;
     // The next tile's rows are loaded while this one is computed.
-    var pre = tile_load(lid, tile_base(0u, n_max), row8);
-    for (var t0 = 0u; t0 < n_max; t0 += T) {
-        let tb = tile_base(t0, n_max);
+    var pre = tile_load(lid, tile_base(t_lo, t_hi), row8);
+    for (var t0 = t_lo; t0 < t_hi; t0 += T) {
+        let tb = tile_base(t0, t_hi);
         // cs is free: the query fragments are loaded, the last tile's
         // values done.
         workgroupBarrier();
         tile_store(lid, pre, row8);
         workgroupBarrier();
-        if t0 + T < n_max {
-            pre = tile_load(lid, tile_base(t0 + T, n_max), row8);
+        if t0 + T < t_hi {
+            pre = tile_load(lid, tile_base(t0 + T, t_hi), row8);
         }
         var acc = MatC();
         acc = sstep(acc, q0, k0, cb);
@@ -485,15 +506,15 @@ fn main(
     if c == 0u {
         rowf[r] = 1.0 / l;
         if row0 + r < n_rows {
-            ml[row0 + r] = vec2<f32>(m * LN2 + log(l), 1.0);
+            ml[(row0 + r) * p.split_stride + split] = vec2<f32>(m * LN2 + log(l), 1.0);
         }
     }
-    write_out(o00, 0u, d0, sg, own_v, row0, n_rows, lane, sg_size);
-    write_out(o01, 0u, d0 + 16u, sg, own_v, row0, n_rows, lane, sg_size);
-    write_out(o02, 0u, d0 + 32u, sg, own_v, row0, n_rows, lane, sg_size);
-    write_out(o03, 0u, d0 + 48u, sg, own_v, row0, n_rows, lane, sg_size);
-    write_out(o10, 1u, d0, sg, own_v, row0, n_rows, lane, sg_size);
-    write_out(o11, 1u, d0 + 16u, sg, own_v, row0, n_rows, lane, sg_size);
-    write_out(o12, 1u, d0 + 32u, sg, own_v, row0, n_rows, lane, sg_size);
-    write_out(o13, 1u, d0 + 48u, sg, own_v, row0, n_rows, lane, sg_size);
+    write_out(o00, 0u, d0, sg, own_v, row0, n_rows, lane, sg_size, split);
+    write_out(o01, 0u, d0 + 16u, sg, own_v, row0, n_rows, lane, sg_size, split);
+    write_out(o02, 0u, d0 + 32u, sg, own_v, row0, n_rows, lane, sg_size, split);
+    write_out(o03, 0u, d0 + 48u, sg, own_v, row0, n_rows, lane, sg_size, split);
+    write_out(o10, 1u, d0, sg, own_v, row0, n_rows, lane, sg_size, split);
+    write_out(o11, 1u, d0 + 16u, sg, own_v, row0, n_rows, lane, sg_size, split);
+    write_out(o12, 1u, d0 + 32u, sg, own_v, row0, n_rows, lane, sg_size, split);
+    write_out(o13, 1u, d0 + 48u, sg, own_v, row0, n_rows, lane, sg_size, split);
 }

@@ -497,7 +497,7 @@ pub const ATTENTION_COOP_TILE: usize = 32;
 pub const ATTENTION_COOP_ROW: usize = MAX_LATENT + MAX_ROPE;
 
 /// attention_coop.wgsl's params; `n_tok` is the chunk's, so the prefill
-/// writes them per chunk.
+/// writes them per chunk (the decode's is 1).
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttentionCoopParams {
@@ -506,18 +506,22 @@ pub struct AttentionCoopParams {
     pub scale: f32,
     pub n_head: u32,
     pub n_tok: u32,
-    pub _pad: [u32; 3],
+    /// Split slots per (token, head) row in the partial buffers: 1 in the
+    /// prefill, MAX_SPLITS in the decode.
+    pub split_stride: u32,
+    pub _pad: [u32; 2],
 }
 
 impl AttentionCoopParams {
-    pub fn new(c: &Config, n_tok: u32) -> AttentionCoopParams {
+    pub fn new(c: &Config, n_tok: u32, split_stride: u32) -> AttentionCoopParams {
         AttentionCoopParams {
             n_rot: c.n_embd_head_qk_rope as u32,
             n_nope: c.n_embd_head_qk_nope as u32,
             scale: c.kq_scale(),
             n_head: c.n_head as u32,
             n_tok,
-            _pad: [0; 3],
+            split_stride,
+            _pad: [0; 2],
         }
     }
 }
@@ -534,7 +538,7 @@ pub fn attention_coop_fits(gpu: &Gpu, n_rot: usize) -> bool {
         && n_rot % 16 == 0
 }
 
-/// Workgroups of attention_coop.wgsl for a chunk of `n_tok` tokens.
+/// attention_coop.wgsl's row blocks (its grid's y) for `n_tok` tokens.
 pub fn attention_coop_groups(n_tok: u32, n_head: u32) -> u32 {
     (n_tok * n_head).div_ceil(ATTENTION_COOP_ROWS)
 }

@@ -13,8 +13,8 @@ use crate::error::Result;
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{
-    self, AttentionBindings, AttentionHeadBindings, Dispatch, KvAppendBindings, MatvecMode,
-    RmsNormBindings, RouterBindings, TopkBindings, TopkOverrides,
+    self, AttentionBindings, AttentionCoopBindings, AttentionHeadBindings, Dispatch,
+    KvAppendBindings, MatvecMode, RmsNormBindings, RouterBindings, TopkBindings, TopkOverrides,
 };
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
@@ -46,6 +46,7 @@ struct Shared {
     zero_x: wgpu::Buffer,
     kv_params: wgpu::Buffer,
     attn_params: wgpu::Buffer,
+    coop_params: wgpu::Buffer,
     head_params: wgpu::Buffer,
     router_params: wgpu::Buffer,
 }
@@ -76,6 +77,10 @@ impl Shared {
             zero_x: s("zero_x", &[c.n_embd])?,
             kv_params: gpu.uniform("kv_append", &ops::KvAppendParams::new(c)),
             attn_params: gpu.uniform("attention", &ops::AttentionParams::new(c, n_split as u32)),
+            coop_params: gpu.uniform(
+                "attention_coop",
+                &ops::AttentionCoopParams::new(c, 1, n_split as u32),
+            ),
             head_params: gpu.uniform(
                 "attention_head",
                 &ops::AttentionHeadParams::new(c, n_split as u32),
@@ -264,7 +269,9 @@ impl Lowering<'_> {
     }
 
     /// The attention itself, into per-split partials: the all-heads kernel
-    /// in the plan, the per-head one in the short-context plan's slot.
+    /// (attention_coop.wgsl where `ops::attention_coop_fits`, else
+    /// attention.wgsl) in the plan, the per-head one in the short-context
+    /// plan's slot.
     fn attend(&mut self, il: usize, cache: &wgpu::Buffer) -> Result<()> {
         let (c, s) = (self.c, &self.s);
         let b = &mut self.b;
@@ -288,17 +295,36 @@ impl Lowering<'_> {
         )?;
         self.short_attn
             .push((b.out.len(), short.named(label.clone())));
-        let all_heads = AttentionBindings {
-            p: &s.attn_params,
-            steps: &s.step,
-            q_abs: &s.q_abs,
-            q: &s.q,
-            cache,
-            o: &s.o_part,
-            ml: &s.ml,
+        // Longer contexts: all heads of a split at once, on cooperative
+        // matrices where the adapter has them.
+        let d = match ops::attention_coop_fits(b.gpu, c.n_embd_head_qk_rope) {
+            true => {
+                let coop = AttentionCoopBindings {
+                    p: &s.coop_params,
+                    steps: &s.step,
+                    q_abs: &s.q_abs,
+                    q: &s.q,
+                    cache,
+                    o: &s.o_part,
+                    ml: &s.ml,
+                };
+                let grid = [n_split, ops::attention_coop_groups(1, n_head), 1];
+                ops::attention_coop(b.gpu, b.pipes, c.n_lora_kv, &coop, grid)?
+            }
+            false => {
+                let all_heads = AttentionBindings {
+                    p: &s.attn_params,
+                    steps: &s.step,
+                    q_abs: &s.q_abs,
+                    q: &s.q,
+                    cache,
+                    o: &s.o_part,
+                    ml: &s.ml,
+                };
+                let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
+                ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?
+            }
         };
-        let grid = [n_split, ops::attention_head_blocks(c.n_head), 1];
-        let d = ops::attention(b.gpu, b.pipes, c.n_lora_kv, &all_heads, grid)?;
         b.low.lower(&[QPe, Kqv]);
         b.add(d.named(label));
         Ok(())

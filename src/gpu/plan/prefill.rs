@@ -321,7 +321,7 @@ pub fn build(
         routed_tiles,
         routed_order,
         group_params: p.group,
-        attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0)),
+        attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0, 1)),
         norm_embd: p.norm_embd,
         result_norm: a.result_norm,
         traced: low.traced,
@@ -450,7 +450,7 @@ impl Builder<'_> {
                     ml: &a.ml,
                 };
                 let d = ops::attention_coop(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
-                (d, [Dim::HeadRows(n_head), Dim::Fixed(1), Dim::Fixed(1)])
+                (d, [Dim::Fixed(1), Dim::HeadRows(n_head), Dim::Fixed(1)])
             }
             false => {
                 let b = AttentionBindings {

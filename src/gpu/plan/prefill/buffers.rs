@@ -105,7 +105,7 @@ impl Uniforms {
             norm_q: norm(c.n_lora_q.max(1)),
             kv: gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c)),
             attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
-            attn_coop: gpu.uniform("pf.attention_coop", &ops::AttentionCoopParams::new(c, 0)),
+            attn_coop: gpu.uniform("pf.attention_coop", &ops::AttentionCoopParams::new(c, 0, 1)),
             router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
             sum: gpu.uniform("pf.moe_sum", &sum),
             group: gpu.uniform(
