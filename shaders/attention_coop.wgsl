@@ -29,8 +29,9 @@ enable wgpu_cooperative_matrix;
 // and from there into registers: subgroup s (< 8) holds the KH = 18 query
 // fragments of its score block (row block (s % 4) / 2, k steps of half
 // s / 4). Per tile of T = 32 positions:
-//   staging: the tile's cache rows go to `cs` with 16-byte loads, issued
-//            one tile ahead (PRE words per invocation held through a tile);
+//   staging: the tile's cache rows go to `cs` with 16-byte loads (PRE
+//            words per invocation; loading them a tile ahead, held through
+//            the tile, was 2% slower: registers);
 //   scores:  subgroup s multiplies its queries by position block s % 2
 //            of the tile (B, column-major from cs) into its half of `ss`;
 //   softmax: invocations 8r .. 8r + 8 own row r, four positions each: the
@@ -389,17 +390,14 @@ fn main(
     let row8 = kvr / 8u;
     let cb = pb * 16u * CS;
     // The next tile's rows are loaded while this one is computed.
-    var pre = tile_load(lid, tile_base(t_lo, t_hi), row8);
     for (var t0 = t_lo; t0 < t_hi; t0 += T) {
         let tb = tile_base(t0, t_hi);
+        let words = tile_load(lid, tb, row8);
         // cs is free: the query fragments are loaded, the last tile's
         // values done.
         workgroupBarrier();
-        tile_store(lid, pre, row8);
+        tile_store(lid, words, row8);
         workgroupBarrier();
-        if t0 + T < t_hi {
-            pre = tile_load(lid, tile_base(t0 + T, t_hi), row8);
-        }
         var acc = MatC();
         acc = sstep(acc, q0, k0, cb);
         acc = sstep(acc, q1, k0 + 1u, cb);
