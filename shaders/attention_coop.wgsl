@@ -389,7 +389,6 @@ fn main(
     let q17 = qload(rb, k0 + 17u);
     let row8 = kvr / 8u;
     let cb = pb * 16u * CS;
-    // The next tile's rows are loaded while this one is computed.
     for (var t0 = t_lo; t0 < t_hi; t0 += T) {
         let tb = tile_base(t0, t_hi);
         let words = tile_load(lid, tb, row8);
