@@ -433,7 +433,10 @@ impl<'a> Engine<'a> {
             c.rope_freq_base,
             c.yarn.as_ref(),
         );
-        ops::Step::new(pos, &cs)
+        ops::Step {
+            n_split: self.plan.splits(pos + 1),
+            ..ops::Step::new(pos, &cs)
+        }
     }
 
     /// Submit `tokens` chunk by chunk through the prefill plan; the last

@@ -496,6 +496,23 @@ pub const ATTENTION_COOP_TILE: usize = 32;
 /// The widest cache row attention_coop.wgsl stages queries for (`MAX_ROW`).
 pub const ATTENTION_COOP_ROW: usize = MAX_LATENT + MAX_ROPE;
 
+/// Splits attention_coop.wgsl's decode aims at: about one workgroup per SM
+/// of an H100 (132). Each workgroup pays a fixed cost (its queries, its
+/// outputs), so a second wave of short splits costs more than longer
+/// splits: at 16384 positions 128 splits of 128 gave tg64 149.5 tok/s
+/// against 130.5 for 256 of 64, and at 4096 splits of 64 positions 168.3
+/// against 165.7 for 32 and 160.0 for 128 (H100, session 11).
+pub const ATTENTION_COOP_SPLITS: usize = 128;
+
+/// attention_coop.wgsl's splits of `n_pos` positions: chunks of at least
+/// two tiles, at most ATTENTION_COOP_SPLITS of them.
+pub fn attention_coop_splits(n_pos: usize) -> u32 {
+    let chunk = n_pos
+        .div_ceil(ATTENTION_COOP_SPLITS)
+        .max(2 * ATTENTION_COOP_TILE);
+    n_pos.div_ceil(chunk).max(1) as u32
+}
+
 /// attention_coop.wgsl's params; `n_tok` is the chunk's, so the prefill
 /// writes them per chunk (the decode's is 1).
 #[repr(C)]

@@ -165,6 +165,7 @@ pub fn build(
         short,
         blocks,
         head_start,
+        coop_attention: ops::attention_coop_fits(gpu, model.config.n_embd_head_qk_rope),
     })
 }
 

@@ -72,6 +72,8 @@ pub struct Plan {
     /// `dispatches`.
     pub head_start: usize,
     pub io: Io,
+    /// The long-context attention is attention_coop.wgsl (`attend`).
+    pub coop_attention: bool,
 }
 
 impl Plan {
@@ -80,6 +82,15 @@ impl Plan {
     /// for): the engine copies that token's residual row into `io.x`.
     pub fn head(&self) -> &[Dispatch] {
         &self.dispatches[self.head_start..]
+    }
+
+    /// The attention splits of a token that attends over `n_pos`
+    /// positions, for the kernel `at` runs for it.
+    pub fn splits(&self, n_pos: usize) -> u32 {
+        match n_pos > ops::SHORT_ATTENTION_MAX && self.coop_attention {
+            true => ops::attention_coop_splits(n_pos),
+            false => ops::attention_splits(n_pos),
+        }
     }
 
     /// The dispatches of a token that attends over `n_pos` positions.
@@ -129,10 +140,9 @@ pub fn check(model: &Model, n_ctx: usize, limit: u64) -> Result<()> {
 }
 
 /// Bytes of one layer's latent cache (f16 rows of `kv_row` values); the
-/// context length comes from the user, so the product is checked. At least
-/// one attention_coop.wgsl tile of rows: its tiles read whole tiles.
+/// context length comes from the user, so the product is checked.
 fn cache_bytes(model: &Model, n_ctx: usize) -> Result<u64> {
-    (n_ctx.max(ops::ATTENTION_COOP_TILE) as u64)
+    (n_ctx as u64)
         .checked_mul(2 * model.config.kv_row() as u64)
         .ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -143,7 +153,12 @@ fn cache_bytes(model: &Model, n_ctx: usize) -> Result<u64> {
 
 /// One latent KV cache per layer, owned by a session and bound by its plans.
 pub fn kv_caches(gpu: &Gpu, model: &Model, n_ctx: usize) -> Result<Vec<wgpu::Buffer>> {
-    let bytes = cache_bytes(model, n_ctx)?;
+    // attention_coop.wgsl reads whole tiles: at least one tile of rows.
+    let rows = match ops::attention_coop_fits(gpu, model.config.n_embd_head_qk_rope) {
+        true => n_ctx.max(ops::ATTENTION_COOP_TILE),
+        false => n_ctx,
+    };
+    let bytes = cache_bytes(model, rows)?;
     (0..model.config.n_layer)
         .map(|il| gpu.scratch(&format!("kv_cache-{il}"), bytes))
         .collect()
