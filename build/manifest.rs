@@ -506,6 +506,13 @@ pub const KERNELS: &[KernelDef] = &[
         structs: &[("Params", "gpu::ops::AttentionCoopParams"), ("Step", "gpu::ops::Step")],
     },
     KernelDef {
+        kernel: "AttentionMerge",
+        name: "attention_merge",
+        parts: &["attention_merge.wgsl"],
+        overrides: &[],
+        structs: &[("Params", "gpu::ops::AttentionMergeParams")],
+    },
+    KernelDef {
         kernel: "AttentionHead",
         name: "attention_head",
         parts: &["attention_head.wgsl", "step.wgsl"],

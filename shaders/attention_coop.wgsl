@@ -501,9 +501,15 @@ fn main(
         }
     }
     if c == 0u {
-        rowf[r] = 1.0 / l;
+        // A row with no positions in this split (a token of the
+        // workgroup's before the split starts) is marked empty: o = 0, l = 0.
+        rowf[r] = select(0.0, 1.0 / l, l > 0.0);
         if row0 + r < n_rows {
-            ml[(row0 + r) * p.split_stride + split] = vec2<f32>(m * LN2 + log(l), 1.0);
+            var v = vec2<f32>(NEG, 0.0);
+            if l > 0.0 {
+                v = vec2<f32>(m * LN2 + log(l), 1.0);
+            }
+            ml[(row0 + r) * p.split_stride + split] = v;
         }
     }
     write_out(o00, 0u, d0, sg, own_v, row0, n_rows, lane, sg_size, split);

@@ -610,6 +610,20 @@ fn prefill_attention_coop_matches_f64_softmax() {
             splits: 1,
             grow: true,
         },
+        // the prefill's two splits: rows with no positions in the second
+        // (the first tokens), and several tiles in each
+        CoopCase {
+            depth: 0,
+            n_tok: 5,
+            splits: 2,
+            grow: false,
+        },
+        CoopCase {
+            depth: 300,
+            n_tok: 9,
+            splits: 2,
+            grow: true,
+        },
         // the decode: one token, splits of a few tiles, of less than a
         // tile (moved back into the split before), and empty ones
         CoopCase {
@@ -754,6 +768,74 @@ fn prefill_attention_coop_matches_f64_softmax() {
         "prefill attention (cooperative matrices): worst rel L2 per head {worst:.2e} (tolerance \
          {ATTN_COOP_TOL:.0e})"
     );
+}
+
+#[test]
+fn attention_merge_matches_cpu_merge() {
+    // attention_merge.wgsl joins the prefill's position splits of each
+    // (token, head) row; some splits empty (l = 0, o = 0), one row's
+    // splits all but the first (which always holds position 0).
+    let gpu = common::gpu();
+    let (n_kv, n_head, n_tok, splits) = (512usize, 20usize, 3usize, 3usize);
+    let rows = n_head * n_tok;
+    let part = common::randn(rows * splits * n_kv, 1.0, 301);
+    let xs = common::randn(rows * splits, 3.0, 302);
+    let mut ml: Vec<f32> = xs.iter().flat_map(|&x| [x, 1.0]).collect();
+    let mut part = part;
+    for slot in (0..rows * splits).filter(|s| s % splits != 0 && (s % 4 == 1 || s / splits == 7)) {
+        ml[2 * slot] = -3.0e38;
+        ml[2 * slot + 1] = 0.0;
+        part[slot * n_kv..][..n_kv].fill(0.0);
+    }
+    let params = gpu.uniform(
+        "p",
+        &ops::AttentionMergeParams {
+            n_kv: n_kv as u32,
+            n_head: n_head as u32,
+            split_stride: splits as u32,
+            _pad: 0,
+        },
+    );
+    let pb = gpu.storage("part", bytemuck::cast_slice(&part)).unwrap();
+    let mb = gpu.storage("ml", bytemuck::cast_slice(&ml)).unwrap();
+    let mut worst = 0f64;
+    for pipes in common::pipelines() {
+        let o = gpu
+            .storage("o", bytemuck::cast_slice(&vec![f32::NAN; rows * n_kv + 1]))
+            .unwrap();
+        let b = ops::AttentionMergeBindings {
+            p: &params,
+            part: &pb,
+            ml: &mb,
+            o: &o,
+        };
+        let d = Dispatch::new(
+            gpu,
+            pipes,
+            Kernel::AttentionMerge,
+            &b,
+            [n_head as u32, n_tok as u32, 1],
+        )
+        .unwrap();
+        ops::run(gpu, &[d]).unwrap();
+        let got = gpu.read_f32(&o, rows * n_kv + 1).unwrap();
+        assert!(
+            got[rows * n_kv].is_nan(),
+            "{:?}: wrote past the last row",
+            pipes.variant
+        );
+        for r in 0..rows {
+            let want = merge_splits(
+                &part[r * splits * n_kv..][..splits * n_kv],
+                &ml[2 * r * splits..][..2 * splits],
+                n_kv,
+            );
+            let e = cpu::rel_l2(&got[r * n_kv..][..n_kv], &want);
+            worst = worst.max(e);
+            assert!(e < ATTN_TOL, "{:?} row {r}: rel L2 {e:.3e}", pipes.variant);
+        }
+    }
+    eprintln!("attention merge: worst rel L2 per row {worst:.2e} (tolerance {ATTN_TOL:.0e})");
 }
 
 #[test]

@@ -498,7 +498,10 @@ impl<'a> Engine<'a> {
             .queue
             .write_buffer(&pf.tokens, 0, bytemuck::cast_slice(chunk));
         let steps: Vec<ops::Step> = (0..chunk.len())
-            .map(|j| self.step_at(self.pos + j).one_split())
+            .map(|j| ops::Step {
+                n_split: pf.splits_at(self.pos + j + 1),
+                ..self.step_at(self.pos + j)
+            })
             .collect();
         self.gpu
             .queue

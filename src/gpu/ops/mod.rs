@@ -9,10 +9,10 @@
 use super::context::Gpu;
 pub use super::kernels::{
     AttentionBindings, AttentionCoopBindings, AttentionCoopOverrides, AttentionHeadBindings,
-    AttentionOverrides, EmbedBindings, KvAppendBindings, MatmulBindings, MatmulCoopBindings,
-    MatmulCoopOverrides, MatmulOverrides, MatvecBindings, MatvecOverrides, MoeGroupBindings,
-    MoeSumBindings, PickBindings, ReadBandwidthBindings, RmsNormBindings, RouterBindings,
-    TopkBindings, TopkOverrides,
+    AttentionMergeBindings, AttentionOverrides, EmbedBindings, KvAppendBindings, MatmulBindings,
+    MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides, MatvecBindings, MatvecOverrides,
+    MoeGroupBindings, MoeSumBindings, PickBindings, ReadBandwidthBindings, RmsNormBindings,
+    RouterBindings, TopkBindings, TopkOverrides,
 };
 use super::kernels::{Bind, Bindings, Format, Kernel, Overrides, Pipelines};
 use crate::error::{Error, Result};
@@ -511,6 +511,28 @@ pub fn attention_coop_splits(n_pos: usize) -> u32 {
         .div_ceil(ATTENTION_COOP_SPLITS)
         .max(2 * ATTENTION_COOP_TILE);
     n_pos.div_ceil(chunk).max(1) as u32
+}
+
+/// Position splits of each prefill token in attention_coop.wgsl past
+/// ATTENTION_COOP_PREFILL_SPLIT_MIN positions: two, so a 512-token chunk's
+/// 320 workgroups become 640 and the last wave on a 132-SM H100 is fuller
+/// (attention_merge.wgsl joins them): pp512 @ d16384 1,382 → 1,567, @
+/// d4096 3,196 → 3,358 (H100, session 11).
+pub const ATTENTION_COOP_PREFILL_SPLITS: u32 = 2;
+
+/// Below this many positions a prefill token attends in one split: at
+/// depth 0 two splits made the chunk's attention 7.9 → 8.7 ms (twice the
+/// workgroups for the same short prefixes).
+pub const ATTENTION_COOP_PREFILL_SPLIT_MIN: usize = 1024;
+
+/// attention_merge.wgsl's params.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionMergeParams {
+    pub n_kv: u32,
+    pub n_head: u32,
+    pub split_stride: u32,
+    pub _pad: u32,
 }
 
 /// attention_coop.wgsl's params; `n_tok` is the chunk's, so the prefill

@@ -7,13 +7,15 @@
 //! or 32 tokens (`ops::matmul_tile`); routed experts are grouped by expert
 //! (moe_group.wgsl) so each expert's weights are read once per tile of its
 //! tokens. Attention is causal over the cache: every token of the chunk
-//! appends its row first, then attends over the positions up to its own in
-//! one split: the chunk's (token, head) pairs as the rows of matrix
-//! products on cooperative matrices (attention_coop.wgsl) where
-//! `ops::attention_coop_fits`, else attention.wgsl once per token.
+//! appends its row first, then attends over the positions up to its own:
+//! the chunk's (token, head) pairs as the rows of matrix products on
+//! cooperative matrices (attention_coop.wgsl, in two position splits past
+//! `ops::ATTENTION_COOP_PREFILL_SPLIT_MIN` joined by attention_merge.wgsl)
+//! where `ops::attention_coop_fits`, else attention.wgsl once per token
+//! in one split.
 //!
 //! Per MoE block: attn_norm, q_a, q_a_norm, q_b, kv_a, kv_append, k_b,
-//! attention, v_b, attn_output (+ residual), ffn_norm, router logits, router
+//! attention (+ merge), v_b, attn_output (+ residual), ffn_norm, router logits, router
 //! selection, grouping, experts gate+up, experts down, the weighted sum
 //! (+ residual), shared gate+up, shared down (+ residual): the norms are
 //! dispatches of their own, since the matmuls read whole rows many times.
@@ -30,8 +32,8 @@ use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Bindings, Kernel, Pipelines};
 use crate::gpu::ops::{
-    self, AttentionBindings, Dispatch, KvAppendBindings, MoeGroupBindings, MoeSumBindings,
-    RmsNormBindings, RouterBindings,
+    self, AttentionBindings, AttentionMergeBindings, Dispatch, KvAppendBindings, MoeGroupBindings,
+    MoeSumBindings, RmsNormBindings, RouterBindings,
 };
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
@@ -65,6 +67,9 @@ pub struct Prefill {
     pub ubatch: usize,
     /// Tokens per matmul tile (`ops::matmul_tile`).
     tile: u32,
+    /// The most attention splits a token has (`splits_at`):
+    /// `ops::ATTENTION_COOP_PREFILL_SPLITS` on attention_coop, else 1.
+    splits: u32,
     ops: Vec<Op>,
     n_used: u32,
     n_expert: u32,
@@ -216,6 +221,15 @@ impl Prefill {
         }
     }
 
+    /// The attention splits of a token that attends over `n_pos`
+    /// positions (its step record's `n_split`).
+    pub fn splits_at(&self, n_pos: usize) -> u32 {
+        match n_pos >= ops::ATTENTION_COOP_PREFILL_SPLIT_MIN {
+            true => self.splits,
+            false => 1,
+        }
+    }
+
     /// Dispatches per chunk.
     pub fn dispatches(&self) -> usize {
         self.ops.len()
@@ -288,8 +302,12 @@ pub fn build(
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
     let tile = ops::matmul_tile(gpu.caps.coop);
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
-    let a = Acts::new(gpu, c, u, n_used)?;
-    let p = Uniforms::new(gpu, c, u, n_used);
+    let splits = match ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope) {
+        true => ops::ATTENTION_COOP_PREFILL_SPLITS,
+        false => 1,
+    };
+    let a = Acts::new(gpu, c, u, n_used, splits as usize)?;
+    let p = Uniforms::new(gpu, c, u, n_used, splits);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
     let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
@@ -310,6 +328,7 @@ pub fn build(
     Ok(Prefill {
         ubatch,
         tile,
+        splits,
         ops,
         n_used: n_used as u32,
         n_expert: c.n_expert.max(1) as u32,
@@ -321,7 +340,7 @@ pub fn build(
         routed_tiles,
         routed_order,
         group_params: p.group,
-        attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0, 1)),
+        attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0, splits)),
         norm_embd: p.norm_embd,
         result_norm: a.result_norm,
         traced: low.traced,
@@ -437,8 +456,9 @@ impl Builder<'_> {
         self.lowered(&[QNopeAbsorbed], &a.q_abs, c.n_head * n_lat, |b| {
             b.matmul(&lw.k_b, k_b)
         })?;
-        // One split per token: its (m + ln l, 1) normalisation leaves kqv.
-        let (d, grid) = match ops::attention_coop_fits(self.gpu, c.n_embd_head_qk_rope) {
+        match ops::attention_coop_fits(self.gpu, c.n_embd_head_qk_rope) {
+            // Each token's positions in ATTENTION_COOP_PREFILL_SPLITS
+            // splits, then merged into kqv.
             true => {
                 let b = ops::AttentionCoopBindings {
                     p: &p.attn_coop,
@@ -446,12 +466,32 @@ impl Builder<'_> {
                     q_abs: &a.q_abs,
                     q: &a.q,
                     cache,
-                    o: &a.o,
+                    o: &a.o_part,
                     ml: &a.ml,
                 };
                 let d = ops::attention_coop(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
-                (d, [Dim::Fixed(1), Dim::HeadRows(n_head), Dim::Fixed(1)])
+                let splits = ops::ATTENTION_COOP_PREFILL_SPLITS;
+                let merge = AttentionMergeBindings {
+                    p: &p.attn_merge,
+                    part: &a.o_part,
+                    ml: &a.ml,
+                    o: &a.o,
+                };
+                self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
+                    b.add(
+                        d.named(name("attention")),
+                        [Dim::Fixed(splits), Dim::HeadRows(n_head), Dim::Fixed(1)],
+                    );
+                    let heads = [Dim::Fixed(n_head), Dim::Tokens, Dim::Fixed(1)];
+                    b.push(
+                        name("attention_merge"),
+                        Kernel::AttentionMerge,
+                        &merge,
+                        heads,
+                    )
+                })?;
             }
+            // One split per token: its (m + ln l, 1) normalisation leaves kqv.
             false => {
                 let b = AttentionBindings {
                     p: &p.attn,
@@ -464,13 +504,15 @@ impl Builder<'_> {
                 };
                 let d = ops::attention(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
                 let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
-                (d, [Dim::Fixed(1), heads, Dim::Tokens])
+                self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
+                    b.add(
+                        d.named(name("attention")),
+                        [Dim::Fixed(1), heads, Dim::Tokens],
+                    );
+                    Ok(())
+                })?;
             }
-        };
-        self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
-            b.add(d.named(name("attention")), grid);
-            Ok(())
-        })?;
+        }
         let v_b = Mm {
             heads: (n_head, n_lat, n_v),
             ..Mm::new(&a.o, c.n_head * n_lat, &a.v_heads, c.n_head * n_v)

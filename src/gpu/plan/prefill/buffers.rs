@@ -17,6 +17,9 @@ pub(super) struct Acts {
     pub(super) ckv: wgpu::Buffer,
     pub(super) q_abs: wgpu::Buffer,
     pub(super) o: wgpu::Buffer,
+    /// attention_coop's split outputs (`splits` slots a row; one float
+    /// where the prefill attends in one split, straight into `o`).
+    pub(super) o_part: wgpu::Buffer,
     pub(super) ml: wgpu::Buffer,
     pub(super) v_heads: wgpu::Buffer,
     pub(super) h2: wgpu::Buffer,
@@ -35,7 +38,13 @@ pub(super) struct Acts {
 }
 
 impl Acts {
-    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize) -> Result<Acts> {
+    pub(super) fn new(
+        gpu: &Gpu,
+        c: &Config,
+        u: usize,
+        n_used: usize,
+        splits: usize,
+    ) -> Result<Acts> {
         let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
         let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
         let n_qk = c.n_embd_head_qk();
@@ -49,7 +58,11 @@ impl Acts {
             ckv: s("pf.kv_a", &[u, c.kv_row()])?,
             q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
             o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
-            ml: s("pf.ml", &[u, c.n_head, 2])?,
+            o_part: match splits {
+                1 => s("pf.attn_parts", &[1])?,
+                _ => s("pf.attn_parts", &[u, c.n_head, splits, c.n_lora_kv])?,
+            },
+            ml: s("pf.ml", &[u, c.n_head, splits, 2])?,
             v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
             h2: s("pf.ffn_norm", &[u, c.n_embd])?,
             result_norm: s("pf.result_norm", &[u, c.n_embd])?,
@@ -74,6 +87,7 @@ pub(super) struct Uniforms {
     /// attention_coop.wgsl's, with the chunk's token count: written per
     /// chunk by `Prefill::write_chunk`.
     pub(super) attn_coop: wgpu::Buffer,
+    pub(super) attn_merge: wgpu::Buffer,
     pub(super) router: wgpu::Buffer,
     pub(super) sum: wgpu::Buffer,
     pub(super) group: wgpu::Buffer,
@@ -83,7 +97,7 @@ impl Uniforms {
     /// For chunks of up to `u` tokens, `n_used` expert assignments each.
     /// The grouping's and attention_coop's params depend on the chunk:
     /// `Prefill::write_chunk` writes them before each chunk is recorded.
-    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize) -> Uniforms {
+    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize, splits: u32) -> Uniforms {
         let norm = |n: usize| {
             gpu.uniform(
                 "pf.rms_norm",
@@ -105,7 +119,19 @@ impl Uniforms {
             norm_q: norm(c.n_lora_q.max(1)),
             kv: gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c)),
             attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
-            attn_coop: gpu.uniform("pf.attention_coop", &ops::AttentionCoopParams::new(c, 0, 1)),
+            attn_coop: gpu.uniform(
+                "pf.attention_coop",
+                &ops::AttentionCoopParams::new(c, 0, splits),
+            ),
+            attn_merge: gpu.uniform(
+                "pf.attention_merge",
+                &ops::AttentionMergeParams {
+                    n_kv: c.n_lora_kv as u32,
+                    n_head: c.n_head as u32,
+                    split_stride: splits,
+                    _pad: 0,
+                },
+            ),
             router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
             sum: gpu.uniform("pf.moe_sum", &sum),
             group: gpu.uniform(
