@@ -16,6 +16,13 @@ use glmw::synth::{Mix, Preset};
 /// elsewhere.
 const LOGITS_TOL: f64 = 1e-3;
 
+/// The prefill's intermediates where it runs on cooperative matrices: the
+/// matmuls' and the attention's inputs are rounded to f16 (2^-11 relative
+/// each), which grows to ~1e-3 by the third block of the tiny model (H100:
+/// q_nope_absorbed-2 at 1.02e-3); the prefill logits tests allow 1e-2 for
+/// the same reason (tests/gpu_prefill.rs).
+const PREFILL_F16_TOL: f64 = 1e-2;
+
 fn engine(variant: Variant, n_ctx: usize, max_binding: Option<u64>) -> Engine<'static> {
     let opts = EngineOptions {
         n_ctx,
@@ -388,6 +395,7 @@ fn compare_traces<'a>(
     gpu: &'a [(String, Vec<f32>)],
     cpu: &glmw::reference::Trace,
     rows: usize,
+    tol: f64,
 ) -> Vec<&'a str> {
     let mut names = Vec::new();
     for (name, g) in gpu {
@@ -396,7 +404,10 @@ fn compare_traces<'a>(
         let Some(c) = cpu.get(name) else { continue };
         assert_eq!(g.len(), rows * c.len(), "{tag}: {name}: length");
         let e = rel_l2(&g[g.len() - c.len()..], c);
-        assert!(e < LOGITS_TOL, "{tag}: {name}: rel L2 {e:.3e}");
+        assert!(
+            e < tol,
+            "{tag}: {name}: rel L2 {e:.3e} (tolerance {tol:.0e})"
+        );
         names.push(name.as_str());
     }
     names
@@ -406,7 +417,7 @@ fn compare_traces<'a>(
 fn every_traced_intermediate_matches_reference_by_name() {
     for v in VARIANTS {
         let (gpu, cpu) = traces(v, &[9, 8, 7, 300, 42]);
-        let names = compare_traces(&format!("{v:?}"), &gpu, &cpu, 1);
+        let names = compare_traces(&format!("{v:?}"), &gpu, &cpu, 1, LOGITS_TOL);
         for must in [
             "inp_embd",
             "q-0",
@@ -440,7 +451,11 @@ fn every_prefill_traced_intermediate_matches_reference_by_name() {
         r.set_tracing(true);
         r.forward(*last).unwrap();
         let cpu = r.trace().unwrap();
-        let names = compare_traces(&format!("{v:?} prefill"), &gpu, cpu, tokens.len());
+        let tol = match common::gpu().caps.coop {
+            true => PREFILL_F16_TOL,
+            false => LOGITS_TOL,
+        };
+        let names = compare_traces(&format!("{v:?} prefill"), &gpu, cpu, tokens.len(), tol);
         for must in [
             "inp_embd",
             "attn_norm-0",
