@@ -391,8 +391,8 @@ impl Builder<'_> {
     }
 
     /// A block's attention half over the chunk: attn_norm, q (q_a, its
-    /// norm, q_b; or q), kv_a, kv_append, k_b absorb, attention (one split
-    /// per token over its causal prefix), v_b, attn_output (+ residual).
+    /// norm, q_b; or q), kv_a, kv_append, k_b absorb, attention (`attend`),
+    /// v_b, attn_output (+ residual).
     fn attention(
         &mut self,
         c: &Config,
@@ -456,6 +456,36 @@ impl Builder<'_> {
         self.lowered(&[QNopeAbsorbed], &a.q_abs, c.n_head * n_lat, |b| {
             b.matmul(&lw.k_b, k_b)
         })?;
+        self.attend(c, a, p, il, cache)?;
+        let v_b = Mm {
+            heads: (n_head, n_lat, n_v),
+            ..Mm::new(&a.o, c.n_head * n_lat, &a.v_heads, c.n_head * n_v)
+        };
+        self.lowered(&[KqvOut], &a.v_heads, c.n_head * n_v, |b| {
+            b.matmul(&lw.v_b, v_b)
+        })?;
+        let out = Mm {
+            accum: true,
+            ..Mm::new(&a.v_heads, c.n_head * n_v, &a.x, e)
+        };
+        self.lowered(&[AttnOut, FfnInp], &a.x, e, |b| {
+            b.matmul(&lw.attn_output, out)
+        })
+    }
+
+    /// The attention itself, each token over its causal prefix, into kqv
+    /// (`a.o`): attention_coop in up to ATTENTION_COOP_PREFILL_SPLITS
+    /// splits and their merge, or attention.wgsl in one split per token.
+    fn attend(
+        &mut self,
+        c: &Config,
+        a: &Acts,
+        p: &Uniforms,
+        il: usize,
+        cache: &wgpu::Buffer,
+    ) -> Result<()> {
+        let name = |op: &str| format!("blk.{il}.{op}");
+        let (n_head, n_lat) = (c.n_head as u32, c.n_lora_kv);
         match ops::attention_coop_fits(self.gpu, c.n_embd_head_qk_rope) {
             // Each token's positions in ATTENTION_COOP_PREFILL_SPLITS
             // splits, then merged into kqv.
@@ -513,20 +543,7 @@ impl Builder<'_> {
                 })?;
             }
         }
-        let v_b = Mm {
-            heads: (n_head, n_lat, n_v),
-            ..Mm::new(&a.o, c.n_head * n_lat, &a.v_heads, c.n_head * n_v)
-        };
-        self.lowered(&[KqvOut], &a.v_heads, c.n_head * n_v, |b| {
-            b.matmul(&lw.v_b, v_b)
-        })?;
-        let out = Mm {
-            accum: true,
-            ..Mm::new(&a.v_heads, c.n_head * n_v, &a.x, e)
-        };
-        self.lowered(&[AttnOut, FfnInp], &a.x, e, |b| {
-            b.matmul(&lw.attn_output, out)
-        })
+        Ok(())
     }
 
     /// A dense (or, `shared`, the shared expert's) FFN over the normed
