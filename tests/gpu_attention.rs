@@ -426,11 +426,17 @@ fn random_cache(s: &Mla, n_valid: usize, n_ctx: usize, seed: u64) -> (Vec<u32>, 
         .into_iter()
         .map(f16::from_f32)
         .collect();
-    let mut words: Vec<u32> = vals
+    let (mut words, c) = cache_words(&vals);
+    words[n_valid * s.row() / 2..].fill(NAN_PAIR);
+    (words, c)
+}
+
+/// f16 cache values as GPU words (two a word, low first) and as f32.
+fn cache_words(vals: &[f16]) -> (Vec<u32>, Vec<f32>) {
+    let words = vals
         .chunks(2)
         .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
         .collect();
-    words[n_valid * s.row() / 2..].fill(NAN_PAIR);
     (words, vals.iter().map(|v| v.to_f32()).collect())
 }
 
@@ -661,11 +667,7 @@ fn prefill_attention_coop_matches_f64_softmax() {
                         r.iter().map(move |&v| f16::from_f32(v * g))
                     })
                     .collect();
-                c = vals.iter().map(|v| v.to_f32()).collect();
-                words = vals
-                    .chunks(2)
-                    .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
-                    .collect();
+                (words, c) = cache_words(&vals);
             }
             // Rows the kernel may not read: past the fill, and past the
             // first tile.
