@@ -51,7 +51,9 @@ enable wgpu_cooperative_matrix;
 // from the cache (16 rows of 32 bytes per load) and queries reloaded from
 // workgroup memory every tile ran the scores at ~23 TFLOP/s; staging the
 // tile with whole-line loads and holding the queries in registers took
-// pp512 @ d16384 from 762 to 1,384. Every workgroup array is a multiple
+// pp512 @ d16384 from 762 to 1,384; the tile loop is bound by its
+// instructions (session 12: two runtime divisions per staged vec4 cost
+// 16% of pp512 @ d16384). Every workgroup array is a multiple
 // of 16 bytes: a 4-byte one shifted the H100's cooperative loads and
 // stores of the others by 4 bytes.
 //
@@ -180,7 +182,8 @@ fn tile_load(lid: u32, tb: u32, row8: u32) -> array<vec4<u32>, PRE> {
     for (var j = 0u; j < PRE; j++) {
         let i = lid + WG * j;
         if i < T * row8 {
-            v[j] = cache[(tb + i / row8) * row8 + i % row8];
+            // The tile's rows are consecutive in the cache.
+            v[j] = cache[tb * row8 + i];
         }
     }
     return v;
@@ -202,12 +205,22 @@ fn put8(at: u32, w: vec4<u32>) {
     cs[at + 7u] = f16(d.y);
 }
 
-// tile_load's words into cs.
-fn tile_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32) {
+// tile_load's words into cs: vec4 i = lid + WG·j is row i / row8, column
+// i % row8, stepped from walk = (lid / row8, lid % row8, WG / row8, WG %
+// row8) without a division (a division by a runtime u32 is some twenty
+// instructions, and this ran eighteen of them a tile).
+fn tile_store(lid: u32, walk: vec4<u32>, v: array<vec4<u32>, PRE>, row8: u32) {
+    var r = walk.x;
+    var c = walk.y;
     for (var j = 0u; j < PRE; j++) {
-        let i = lid + WG * j;
-        if i < T * row8 {
-            put8((i / row8) * CS + 8u * (i % row8), v[j]);
+        if lid + WG * j < T * row8 {
+            put8(r * CS + 8u * c, v[j]);
+        }
+        r += walk.z;
+        c += walk.w;
+        if c >= row8 {
+            c -= row8;
+            r += 1u;
         }
     }
 }
@@ -388,6 +401,7 @@ fn main(
     let q16 = qload(rb, k0 + 16u);
     let q17 = qload(rb, k0 + 17u);
     let row8 = kvr / 8u;
+    let walk = vec4<u32>(lid / row8, lid % row8, WG / row8, WG % row8);
     let cb = pb * 16u * CS;
     for (var t0 = t_lo; t0 < t_hi; t0 += T) {
         let tb = tile_base(t0, t_hi);
@@ -395,7 +409,7 @@ fn main(
         // cs is free: the query fragments are loaded, the last tile's
         // values done.
         workgroupBarrier();
-        tile_store(lid, words, row8);
+        tile_store(lid, walk, words, row8);
         workgroupBarrier();
         var acc = MatC();
         acc = sstep(acc, q0, k0, cb);
