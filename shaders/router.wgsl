@@ -10,9 +10,8 @@
 // 6 sel (array<u32>, n_used, out), 7 sel_w (array<f32>, n_used, out).
 // Workgroup t handles token t: every binding but the bias is offset by t
 // whole rows.
-// Dispatch: (tokens, 1, 1). Invocation i owns experts i, i + WG for the selection (a workgroup argmax
-// per chosen expert). The logits' shared slots are reused for the chosen
-// probabilities once every invocation holds its own in registers.
+// Dispatch: (tokens, 1, 1). Invocation i owns experts i, i + WG: their
+// probabilities and scores in registers, their ranks.
 
 const WG: u32 = 256u;
 /// host: gpu::ops::ROUTER_MAX_EXPERT
@@ -42,7 +41,10 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> sel: array<u32>;
 @group(0) @binding(7) var<storage, read_write> sel_w: array<f32>;
 
+// The logits, then the experts' scores (probability + bias).
 var<workgroup> probs: array<f32, MAX_EXPERT>;
+// The chosen experts' probabilities, by rank.
+var<workgroup> chosen: array<f32, MAX_EXPERT>;
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -92,38 +94,48 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         let e = ids.lid + j * WG;
         sc[j] = select(-3.0e38, pr[j] + bias[min(e, p.n_expert - 1u)], e < p.n_expert);
     }
-    // n_used rounds of a workgroup argmax over (score desc, id asc); the
-    // winner's score is retired so the next round finds the next one.
-    var total = 0.0;
-    for (var k = 0u; k < p.n_used; k++) {
-        var best_s = -3.0e38;
-        var best_e = 0xFFFFFFFFu;
-        for (var j = 0u; j < EPT; j++) {
-            let e = ids.lid + j * WG;
-            if e < p.n_expert && sc[j] > best_s {
-                best_s = sc[j];
-                best_e = e;
-            }
-        }
-        let ms = wg_max(best_s, ids);
-        let me = wg_min_u32(select(0xFFFFFFFFu, best_e, best_s == ms), ids);
-        for (var j = 0u; j < EPT; j++) {
-            if ids.lid + j * WG == me {
-                sc[j] = -3.0e38;
-                sel[s0 + k] = me;
-                probs[k] = pr[j];
-            }
-        }
-        workgroupBarrier();
-        total += probs[k];
+    // Each expert's rank in (score desc, id asc) order, counted against
+    // every score in workgroup memory: three barriers, where n_used rounds
+    // of a workgroup argmax took five each (H100: tg128 +0.2%,
+    // docs/perf-journal.md session 12). A NaN score ranks as the lowest,
+    // so the ranks stay a permutation.
+    for (var j = 0u; j < EPT; j++) {
+        sc[j] = select(-3.0e38, sc[j], sc[j] == sc[j]);
     }
+    workgroupBarrier();
+    for (var j = 0u; j < EPT; j++) {
+        let e = ids.lid + j * WG;
+        if e < p.n_expert {
+            probs[e] = sc[j];
+        }
+    }
+    workgroupBarrier();
+    for (var j = 0u; j < EPT; j++) {
+        let e = ids.lid + j * WG;
+        if e < p.n_expert {
+            var rank = 0u;
+            for (var i = 0u; i < p.n_expert; i++) {
+                let o = probs[i];
+                rank += select(0u, 1u, o > sc[j] || (o == sc[j] && i < e));
+            }
+            if rank < p.n_used {
+                sel[s0 + rank] = e;
+                chosen[rank] = pr[j];
+            }
+        }
+    }
+    workgroupBarrier();
     if ids.lid == 0u {
+        var total = 0.0;
+        for (var k = 0u; k < p.n_used; k++) {
+            total += chosen[k];
+        }
         var f = p.scale;
         if p.norm_w == 1u {
             f = p.scale / max(total, 6.103515625e-5);
         }
         for (var k = 0u; k < p.n_used; k++) {
-            sel_w[s0 + k] = probs[k] * f;
+            sel_w[s0 + k] = chosen[k] * f;
         }
     }
 }
