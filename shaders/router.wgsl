@@ -90,18 +90,17 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
             pr[j] *= inv;
         }
     }
+    // A NaN score ranks as the lowest, so the ranks below stay a
+    // permutation.
     for (var j = 0u; j < EPT; j++) {
         let e = ids.lid + j * WG;
-        sc[j] = select(-3.0e38, pr[j] + bias[min(e, p.n_expert - 1u)], e < p.n_expert);
+        let v = pr[j] + bias[min(e, p.n_expert - 1u)];
+        sc[j] = select(-3.0e38, v, e < p.n_expert && v == v);
     }
     // Each expert's rank in (score desc, id asc) order, counted against
     // every score in workgroup memory: three barriers, where n_used rounds
     // of a workgroup argmax took five each (H100: tg128 +0.2%,
-    // docs/perf-journal.md session 12). A NaN score ranks as the lowest,
-    // so the ranks stay a permutation.
-    for (var j = 0u; j < EPT; j++) {
-        sc[j] = select(-3.0e38, sc[j], sc[j] == sc[j]);
-    }
+    // docs/perf-journal.md session 12).
     workgroupBarrier();
     for (var j = 0u; j < EPT; j++) {
         let e = ids.lid + j * WG;
