@@ -7,7 +7,7 @@
 mod common;
 
 use glmw::gpu::ops::{self, Dispatch, Step};
-use glmw::gpu::{Format, Kernel};
+use glmw::gpu::{Format, Gpu, Kernel};
 use glmw::model::{Config, Gating, Model};
 use glmw::reference::ops as cpu;
 use half::f16;
@@ -347,15 +347,11 @@ fn attention_and_combine_match_f64_softmax() {
                 .iter()
                 .flat_map(|p| kernels.map(|k| (p, k)))
             {
-                let nan = |n: usize| {
-                    gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
-                        .unwrap()
-                };
                 let parts = s.n_head * stride as usize;
                 let (o, ml, out) = (
-                    nan(parts * s.n_kv),
-                    nan(parts * 2),
-                    nan(s.n_head * s.n_kv + 2),
+                    nan_buffer(gpu, parts * s.n_kv),
+                    nan_buffer(gpu, parts * 2),
+                    nan_buffer(gpu, s.n_head * s.n_kv + 2),
                 );
                 let d1 = if kernel == Kernel::Attention {
                     let grid = [stride, ops::attention_head_blocks(s.n_head), 1];
@@ -431,6 +427,30 @@ fn random_cache(s: &Mla, n_valid: usize, n_ctx: usize, seed: u64) -> (Vec<u32>, 
     (words, c)
 }
 
+/// A buffer of `n` NaNs: what a kernel leaves unwritten stays NaN.
+fn nan_buffer(gpu: &Gpu, n: usize) -> wgpu::Buffer {
+    gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
+        .unwrap()
+}
+
+/// The attention kernels' inputs as storage buffers: cache words, step
+/// records, q_abs and q.
+fn attention_inputs(
+    gpu: &Gpu,
+    words: &[u32],
+    steps: &[Step],
+    q_abs: &[f32],
+    q: &[f32],
+) -> [wgpu::Buffer; 4] {
+    let store = |v: &[u8]| gpu.storage("in", v).unwrap();
+    [
+        store(bytemuck::cast_slice(words)),
+        store(bytemuck::cast_slice(steps)),
+        store(bytemuck::cast_slice(q_abs)),
+        store(bytemuck::cast_slice(q)),
+    ]
+}
+
 /// f16 cache values as GPU words (two a word, low first) and as f32.
 fn cache_words(vals: &[f16]) -> (Vec<u32>, Vec<f32>) {
     let words = vals
@@ -463,13 +483,7 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
             .zip(&cs)
             .map(|(&n, cs)| Step::new(n - 1, cs).one_split())
             .collect();
-        let store = |v: &[u8]| gpu.storage("in", v).unwrap();
-        let (cache, step, qab, qb) = (
-            store(bytemuck::cast_slice(&words)),
-            store(bytemuck::cast_slice(&steps)),
-            store(bytemuck::cast_slice(&q_abs)),
-            store(bytemuck::cast_slice(&q)),
-        );
+        let [cache, step, qab, qb] = attention_inputs(gpu, &words, &steps, &q_abs, &q);
         let ap = gpu.uniform(
             "p",
             &ops::AttentionParams {
@@ -483,11 +497,10 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
         );
         let heads = n_tok * s.n_head;
         for pipes in common::pipelines() {
-            let nan = |n: usize| {
-                gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
-                    .unwrap()
-            };
-            let (o, ml) = (nan(heads * s.n_kv + 1), nan(heads * 2 + 1));
+            let (o, ml) = (
+                nan_buffer(gpu, heads * s.n_kv + 1),
+                nan_buffer(gpu, heads * 2 + 1),
+            );
             let grid = [1, ops::attention_head_blocks(s.n_head), n_tok as u32];
             let bufs = ops::AttentionBindings {
                 p: &ap,
@@ -684,13 +697,7 @@ fn prefill_attention_coop_matches_f64_softmax() {
                     ..Step::new(cc.depth + z, &cs[z])
                 })
                 .collect();
-            let store = |v: &[u8]| gpu.storage("in", v).unwrap();
-            let (cache, step, qab, qb) = (
-                store(bytemuck::cast_slice(&words)),
-                store(bytemuck::cast_slice(&steps)),
-                store(bytemuck::cast_slice(&q_abs)),
-                store(bytemuck::cast_slice(&q)),
-            );
+            let [cache, step, qab, qb] = attention_inputs(gpu, &words, &steps, &q_abs, &q);
             let ap = gpu.uniform(
                 "p",
                 &ops::AttentionCoopParams {
@@ -706,11 +713,10 @@ fn prefill_attention_coop_matches_f64_softmax() {
             let rows = cc.n_tok * s.n_head;
             let slots = rows * cc.splits as usize;
             for pipes in common::pipelines() {
-                let nan = |n: usize| {
-                    gpu.storage("out", bytemuck::cast_slice(&vec![f32::NAN; n]))
-                        .unwrap()
-                };
-                let (o, ml) = (nan(slots * s.n_kv + 1), nan(slots * 2 + 1));
+                let (o, ml) = (
+                    nan_buffer(gpu, slots * s.n_kv + 1),
+                    nan_buffer(gpu, slots * 2 + 1),
+                );
                 let grid = [
                     cc.splits,
                     ops::attention_coop_groups(cc.n_tok as u32, s.n_head as u32),
