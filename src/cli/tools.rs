@@ -542,6 +542,7 @@ pub fn devices(json: bool) -> Result<()> {
                     Json::Arr(g.coop_matrix.iter().map(|c| Json::str(c.clone())).collect()),
                 ),
                 ("prefill_cooperative_matrices", Json::Bool(g.caps.coop)),
+                ("hardware_buffer_bounds", Json::Bool(g.caps.hw_bounds)),
             ]),
             Err(e) => Json::obj(vec![("error", Json::str(e.to_string()))]),
         };
@@ -555,13 +556,14 @@ pub fn devices(json: bool) -> Result<()> {
         }
         if let Ok(g) = &chosen {
             println!(
-                "chosen:  {} with {} kernels; f16 {}, timestamps {}, max binding {} MiB, max buffer {} MiB",
+                "chosen:  {} with {} kernels; f16 {}, timestamps {}, max binding {} MiB, max buffer {} MiB, hardware buffer bounds {}",
                 g.info.name,
                 g.caps.variant.name(),
                 g.caps.shader_f16,
                 g.caps.timestamps,
                 g.caps.max_storage_binding >> 20,
-                g.caps.max_buffer >> 20
+                g.caps.max_buffer >> 20,
+                g.caps.hw_bounds
             );
             let coop = match g.coop_matrix.is_empty() {
                 true => "none".to_string(),

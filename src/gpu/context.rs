@@ -80,6 +80,12 @@ pub struct Caps {
     /// subgroups and f16): the prefill's matmuls run on them
     /// (matmul_coop.wgsl). A hardware capability, not a switch.
     pub coop: bool,
+    /// The device bounds every storage-buffer access in hardware: a Vulkan
+    /// adapter with robustBufferAccess, which wgpu enables wherever it is
+    /// offered (an out-of-range access reads within the buffer or zero and
+    /// never writes outside it). naga's own clamps are then left out of
+    /// the kernels (`kernels::runtime_checks`).
+    pub hw_bounds: bool,
 }
 
 pub struct Gpu {
@@ -138,6 +144,37 @@ fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
                 && p.ab_type == wgpu::CooperativeScalarType::F16
                 && p.cr_type == wgpu::CooperativeScalarType::F32
         })
+}
+
+/// Whether the device wgpu opens on `adapter` bounds storage-buffer
+/// accesses in hardware: Vulkan's robustBufferAccess, which wgpu enables
+/// whenever the adapter offers it. Metal, DX12 and GL keep naga's clamps.
+#[cfg(any(
+    windows,
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd"
+))]
+fn hw_bounds(adapter: &wgpu::Adapter) -> bool {
+    // SAFETY: only reads the features the adapter reported; the handle is
+    // dropped before the device is used.
+    let hal = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() };
+    hal.is_some_and(|a| {
+        a.get_physical_device_features()
+            .get_core()
+            .robust_buffer_access
+            != 0
+    })
+}
+
+#[cfg(not(any(
+    windows,
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd"
+)))]
+fn hw_bounds(_adapter: &wgpu::Adapter) -> bool {
+    false
 }
 
 /// The adapter's cooperative-matrix configurations as "MxNxK A/B->C".
@@ -233,11 +270,12 @@ impl Gpu {
             max_storage_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
             coop,
+            hw_bounds: hw_bounds(&adapter),
         };
         let coop_matrix = coop_configs(&adapter);
         log::info!(
             "gpu: {} ({:?}, {}, {}), kernels: {}, subgroup size {}..{}, max binding {} MiB, \
-             cooperative matrices: {}",
+             cooperative matrices: {}, hardware buffer bounds: {}",
             info.name,
             info.backend,
             info.driver,
@@ -246,7 +284,8 @@ impl Gpu {
             info.subgroup_min_size,
             info.subgroup_max_size,
             caps.max_storage_binding >> 20,
-            caps.coop
+            caps.coop,
+            caps.hw_bounds
         );
         Ok(Gpu {
             device,

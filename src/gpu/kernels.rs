@@ -161,21 +161,30 @@ pub fn source(kernel: Kernel, variant: Variant) -> String {
     s
 }
 
-/// The checks naga adds to every kernel. Buffer bounds checks stay (an
-/// out-of-range index reads zero or a clamped element, never another
-/// buffer, on backends without robust access). Two go, because every
-/// loop and index in our kernels is bounded by host-validated params:
+/// The checks naga adds to the kernels on a device. Two always go, because
+/// every loop and index in our kernels is bounded by host-validated params:
 /// `force_loop_bounding` (a second counter and exit test in every loop,
 /// against shaders that spin forever) and `int_div_checks` (a select
-/// around each `/` and `%`; every divisor is a validated non-zero size).
-/// Together they cost decode 9% at depth 0 and 13% at 4096 on an H100
-/// (docs/perf-journal.md, 2026-11-23 session 5).
-const RUNTIME_CHECKS: wgpu::ShaderRuntimeChecks = wgpu::ShaderRuntimeChecks {
-    bounds_checks: true,
-    force_loop_bounding: false,
-    int_div_checks: false,
-    ..wgpu::ShaderRuntimeChecks::checked()
-};
+/// around each `/` and `%`; every divisor is a validated non-zero size);
+/// together they cost decode 9% at depth 0 and 13% at 4096 on an H100
+/// (docs/perf-journal.md, 2026-11-23 session 5). Bounds checks stay where
+/// the device does not bound storage accesses itself (Metal, DX12, GL:
+/// an out-of-range index then reads zero or a clamped element, never
+/// another buffer). Where it does (`Caps::hw_bounds`, Vulkan's
+/// robustBufferAccess) they go too: naga would still clamp every dynamic
+/// index into a workgroup or private array, a `min` per access that also
+/// keeps the compiler from merging neighbouring stores, and those indices
+/// come from the kernels' own constants and validated params. On an H100
+/// that was pp512 +10%, pp512 @ d16384 +34%, decode +4-6%
+/// (docs/perf-journal.md, session 13).
+fn runtime_checks(caps: &Caps) -> wgpu::ShaderRuntimeChecks {
+    wgpu::ShaderRuntimeChecks {
+        bounds_checks: !caps.hw_bounds,
+        force_loop_bounding: false,
+        int_div_checks: false,
+        ..wgpu::ShaderRuntimeChecks::checked()
+    }
+}
 
 type Key = (Kernel, Vec<(&'static str, u64)>);
 
@@ -246,14 +255,14 @@ impl Pipelines {
         let label = format!("{}.{}", k.name(), self.variant.name());
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
         // SAFETY: the kernels are ours, compiled into the binary and
-        // checked by build.rs, not text from a web page (`RUNTIME_CHECKS`).
+        // checked by build.rs, not text from a web page (`runtime_checks`).
         let module = unsafe {
             gpu.device.create_shader_module_trusted(
                 wgpu::ShaderModuleDescriptor {
                     label: Some(&label),
                     source: wgpu::ShaderSource::Wgsl(source(k, self.variant).into()),
                 },
-                RUNTIME_CHECKS,
+                runtime_checks(&gpu.caps),
             )
         };
         let layout = gpu
@@ -310,4 +319,36 @@ fn constants(k: Kernel, o: Option<&dyn Overrides>) -> Result<Vec<(&'static str, 
         }
     }
     Ok(consts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(hw_bounds: bool) -> Caps {
+        Caps {
+            variant: Variant::Shared,
+            has_subgroups: false,
+            shader_f16: false,
+            timestamps: false,
+            timestamps_in_passes: false,
+            max_storage_binding: 1 << 27,
+            max_buffer: 1 << 28,
+            coop: false,
+            hw_bounds,
+        }
+    }
+
+    /// naga's bounds checks go only where the device bounds every storage
+    /// access itself; the loop and division checks never stay.
+    #[test]
+    fn bounds_checks_stay_without_hardware_bounds() {
+        let without = runtime_checks(&caps(false));
+        assert!(without.bounds_checks);
+        let with = runtime_checks(&caps(true));
+        assert!(!with.bounds_checks);
+        for c in [without, with] {
+            assert!(!c.force_loop_bounding && !c.int_div_checks);
+        }
+    }
 }
