@@ -496,21 +496,26 @@ pub const ATTENTION_COOP_TILE: usize = 32;
 /// The widest cache row attention_coop.wgsl stages queries for (`MAX_ROW`).
 pub const ATTENTION_COOP_ROW: usize = MAX_LATENT + MAX_ROPE;
 
-/// Splits attention_coop.wgsl's decode aims at: about one workgroup per SM
-/// of an H100 (132). Each workgroup pays a fixed cost (its queries, its
-/// outputs), so a second wave of short splits costs more than longer
-/// splits: at 16384 positions 128 splits of 128 gave tg64 149.5 tok/s
-/// against 130.5 for 256 of 64, and at 4096 splits of 64 positions 168.3
-/// against 165.7 for 32 and 160.0 for 128 (H100, session 11).
+/// Most splits attention_coop.wgsl's decode takes: about one workgroup
+/// per SM of an H100 (132). Each workgroup pays a fixed cost (its queries,
+/// its outputs, its part of attn_v_b's merge), so a second wave of short
+/// splits costs more than longer splits: at 16384 positions 128 splits of
+/// 128 gave tg64 149.5 tok/s against 130.5 for 256 of 64, and at 4096
+/// splits of 64 positions 168.3 against 165.7 for 32 and 160.0 for 128
+/// (H100, session 11).
 pub const ATTENTION_COOP_SPLITS: usize = 128;
 
-/// attention_coop.wgsl's splits of `n_pos` positions: chunks of at least
-/// two tiles, at most ATTENTION_COOP_SPLITS of them.
+/// attention_coop.wgsl's splits of `n_pos` positions: each a whole number
+/// of tiles, at least two, and at most ATTENTION_COOP_SPLITS splits. A
+/// split runs its tiles one after another, so the token waits for the
+/// longest; splits of ceil(n_pos / 128) positions gave 16385 positions
+/// five tiles each (four and one position), where 103 splits of five whole
+/// tiles do the same in fewer workgroups: tg32 @ d8192 +2.5%, @ d16384
+/// +1%, equal at 4096 and 12000 (H100, session 13).
 pub fn attention_coop_splits(n_pos: usize) -> u32 {
-    let chunk = n_pos
-        .div_ceil(ATTENTION_COOP_SPLITS)
-        .max(2 * ATTENTION_COOP_TILE);
-    n_pos.div_ceil(chunk).max(1) as u32
+    let tiles = n_pos.div_ceil(ATTENTION_COOP_TILE);
+    let per_split = tiles.div_ceil(ATTENTION_COOP_SPLITS).max(2);
+    tiles.div_ceil(per_split).max(1) as u32
 }
 
 /// Position splits of each prefill token in attention_coop.wgsl past
@@ -662,4 +667,31 @@ pub struct TopKParams {
     pub len: u32,
     pub k: u32,
     pub _pad: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decode's coop splits: whole tiles, at least two a split, at most
+    /// ATTENTION_COOP_SPLITS; and the split length the kernel derives
+    /// (ceil(n_pos / splits)) never takes more tiles than that.
+    #[test]
+    fn coop_splits_are_whole_tiles() {
+        assert_eq!(
+            [4096, 8193, 16384, 16385, 100_000].map(attention_coop_splits),
+            [64, 86, 128, 103, 125]
+        );
+        for n_pos in 1..40_000usize {
+            let s = attention_coop_splits(n_pos) as usize;
+            let tiles = n_pos.div_ceil(ATTENTION_COOP_TILE);
+            let most = tiles.div_ceil(ATTENTION_COOP_SPLITS).max(2);
+            let len = n_pos.div_ceil(s);
+            assert!(s <= ATTENTION_COOP_SPLITS, "{n_pos}: {s} splits");
+            assert!(
+                len.div_ceil(ATTENTION_COOP_TILE) <= most,
+                "{n_pos}: {len} a split"
+            );
+        }
+    }
 }
