@@ -326,14 +326,16 @@ fn long_context_uses_attention_splits_and_matches_reference() {
     }
 }
 
-/// Decode on both sides of `ops::SHORT_ATTENTION_MAX`, where the plan
-/// switches from the per-head attention kernel to the all-heads one: the
+/// Decode on both sides of `ops::short_attention_max`, where the plan
+/// switches from the per-head attention kernel to the all-heads one
+/// (attention_coop.wgsl where the adapter has cooperative matrices): the
 /// logits match the reference before and after (the subgroup variant; both
 /// kernels in both variants against the f64 oracle: tests/gpu_attention.rs).
 #[test]
 fn decode_attention_switch_at_long_context_matches_reference() {
-    let max = glmw::gpu::ops::SHORT_ATTENTION_MAX;
     let m = common::tiny();
+    let coop = glmw::gpu::ops::attention_coop_fits(common::gpu(), m.config.n_embd_head_qk_rope);
+    let max = glmw::gpu::ops::short_attention_max(coop);
     let n_ctx = max + 8;
     let prompt: Vec<u32> = (0..max as u32 - 3).map(|i| (i * 37 + 5) % 470).collect();
     let mut r = Reference::new(m, n_ctx, MlaForm::Absorbed);

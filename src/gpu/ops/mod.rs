@@ -444,6 +444,20 @@ pub const MAX_ROPE: usize = 64;
 /// 4096 (journal); the per-layer gap closes near 2048.
 pub const SHORT_ATTENTION_MAX: usize = 2048;
 
+/// The same where the long-context kernel is attention_coop.wgsl: on an
+/// H100 it gave tg32 @ d2000 185.4 tok/s against 173.0 with the per-head
+/// kernel, @ d1500 184.5 against 180.3, and tied at 1000 (session 13).
+pub const COOP_SHORT_ATTENTION_MAX: usize = 1024;
+
+/// The longest context the decode runs attention_head.wgsl for, where the
+/// long-context kernel is attention_coop.wgsl (`coop`) or attention.wgsl.
+pub fn short_attention_max(coop: bool) -> usize {
+    match coop {
+        true => COOP_SHORT_ATTENTION_MAX,
+        false => SHORT_ATTENTION_MAX,
+    }
+}
+
 /// attention_head.wgsl's params.
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]

@@ -62,7 +62,7 @@ pub struct BlockRange {
 
 pub struct Plan {
     /// A token's dispatches once the context is longer than
-    /// `ops::SHORT_ATTENTION_MAX` (`at` picks).
+    /// `ops::short_attention_max` (`at` picks).
     pub dispatches: Vec<Dispatch>,
     /// The same with the short-context attention (attention_head.wgsl) in
     /// each attention slot: the same buffers, so the same barriers.
@@ -87,7 +87,7 @@ impl Plan {
     /// The attention splits of a token that attends over `n_pos`
     /// positions, for the kernel `at` runs for it.
     pub fn splits(&self, n_pos: usize) -> u32 {
-        match n_pos > ops::SHORT_ATTENTION_MAX && self.coop_attention {
+        match n_pos > ops::short_attention_max(self.coop_attention) && self.coop_attention {
             true => ops::attention_coop_splits(n_pos),
             false => ops::attention_splits(n_pos),
         }
@@ -95,7 +95,7 @@ impl Plan {
 
     /// The dispatches of a token that attends over `n_pos` positions.
     pub fn at(&self, n_pos: usize) -> &[Dispatch] {
-        if n_pos <= ops::SHORT_ATTENTION_MAX {
+        if n_pos <= ops::short_attention_max(self.coop_attention) {
             &self.short
         } else {
             &self.dispatches
