@@ -1,0 +1,338 @@
+//! Host side of the attention kernels and the KV cache: the per-token
+//! `Step` record, kv_append, attention.wgsl, attention_head.wgsl,
+//! attention_coop.wgsl and attention_merge.wgsl (params, the limits they
+//! share with the host, how a context is split) and their dispatches.
+
+use super::{
+    AttentionBindings, AttentionCoopBindings, AttentionCoopOverrides, AttentionOverrides, Dispatch,
+};
+use crate::error::{Error, Result};
+use crate::gpu::context::Gpu;
+use crate::gpu::kernels::{Kernel, Pipelines};
+use crate::model::Config;
+
+/// Per-token values shared by kv_append and attention (WGSL `struct Step`).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Step {
+    pub pos: u32,
+    pub n_pos: u32,
+    /// Attention splits for this position (`attention_splits`).
+    pub n_split: u32,
+    pub _pad: u32,
+    /// (cos, sin, 0, 0) of each rope pair at `pos`.
+    pub rope: [[f32; 4]; 64],
+}
+
+impl Step {
+    pub fn new(pos: usize, cos_sin: &[(f32, f32)]) -> Step {
+        let mut rope = [[0f32; 4]; 64];
+        for (r, &(c, s)) in rope.iter_mut().zip(cos_sin) {
+            *r = [c, s, 0.0, 0.0];
+        }
+        Step {
+            pos: pos as u32,
+            n_pos: pos as u32 + 1,
+            n_split: attention_splits(pos + 1),
+            _pad: 0,
+            rope,
+        }
+    }
+
+    /// The same token attending in one split (prefill: a chunk's tokens
+    /// give the attention enough workgroups).
+    pub fn one_split(self) -> Step {
+        Step { n_split: 1, ..self }
+    }
+}
+
+/// Most attention splits per token: one attention workgroup each (all heads
+/// of a block), so 16K positions put two on each of ~128 SMs (one each
+/// left an SM's FMA pipes idle behind the tile's loads and barriers). The
+/// partial buffers are sized for it, and attn_v_b's merge (matvec.wgsl
+/// COMBINE) holds this many split weights in workgroup memory.
+pub const MAX_SPLITS: u32 = 256;
+
+/// Positions per attention tile (shaders/attention.wgsl `TILE`).
+pub const ATTENTION_TILE: usize = 32;
+
+/// Heads per attention workgroup (shaders/attention.wgsl `HB`).
+pub const ATTENTION_HEADS: u32 = 20;
+
+/// Splits of `n_pos` positions: chunks of at least one tile, at most
+/// MAX_SPLITS of them, so short contexts launch few workgroups and long
+/// ones enough to fill the GPU.
+pub fn attention_splits(n_pos: usize) -> u32 {
+    let chunk = n_pos.div_ceil(MAX_SPLITS as usize).max(ATTENTION_TILE);
+    n_pos.div_ceil(chunk).max(1) as u32
+}
+
+/// Attention workgroups along y: blocks of ATTENTION_HEADS heads.
+pub fn attention_head_blocks(n_head: usize) -> u32 {
+    (n_head as u32).div_ceil(ATTENTION_HEADS)
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct KvAppendParams {
+    pub n_kv: u32,
+    pub n_rot: u32,
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+/// Attention's params; the latent width is the pipeline's `N_KV` override
+/// (`attention`).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionParams {
+    pub n_rot: u32,
+    pub n_nope: u32,
+    pub scale: f32,
+    /// Split slots per head in the partial buffers (MAX_SPLITS).
+    pub split_stride: u32,
+    pub n_head: u32,
+    pub _pad: [u32; 3],
+}
+
+impl AttentionParams {
+    /// `c`'s attention with `split_stride` split slots per head.
+    pub fn new(c: &Config, split_stride: u32) -> AttentionParams {
+        AttentionParams {
+            n_rot: c.n_embd_head_qk_rope as u32,
+            n_nope: c.n_embd_head_qk_nope as u32,
+            scale: c.kq_scale(),
+            split_stride,
+            n_head: c.n_head as u32,
+            _pad: [0; 3],
+        }
+    }
+}
+
+/// Widest latent row the attention kernels hold (n_lora_kv): attention.wgsl
+/// takes it as its `N_KV` override (score loop trip count; the manifest's
+/// values go up to it), attention_head.wgsl stages [q_abs ‖ q_pe] of one
+/// head in workgroup memory (`qs`), and matvec.wgsl's COMBINE merges a
+/// head's splits into a row of this width (`xs`).
+pub const MAX_LATENT: usize = 512;
+/// Widest rope part (n_embd_head_qk_rope): attention.wgsl stages the roped
+/// q_pe of its heads in workgroup memory (`qr`, MAX_ROPE / 4 vec4s a head).
+pub const MAX_ROPE: usize = 64;
+
+/// Longest context (positions attended) the decode runs attention_head.wgsl
+/// for: one workgroup per head and split, where attention.wgsl runs one
+/// per split for all 20 heads and, with few splits, leaves the GPU idle
+/// behind each workgroup's tile. On an H100 the per-head kernel was 9%
+/// faster per token at depth ~100 and the all-heads kernel 6% faster at
+/// 4096 (journal); the per-layer gap closes near 2048.
+pub const SHORT_ATTENTION_MAX: usize = 2048;
+
+/// The same where the long-context kernel is attention_coop.wgsl: on an
+/// H100 it gave tg32 @ d2000 185.4 tok/s against 173.0 with the per-head
+/// kernel, @ d1500 184.5 against 180.3, and tied at 1000 (session 13).
+pub const COOP_SHORT_ATTENTION_MAX: usize = 1024;
+
+/// The longest context the decode runs attention_head.wgsl for, where the
+/// long-context kernel is attention_coop.wgsl (`coop`) or attention.wgsl.
+pub fn short_attention_max(coop: bool) -> usize {
+    match coop {
+        true => COOP_SHORT_ATTENTION_MAX,
+        false => SHORT_ATTENTION_MAX,
+    }
+}
+
+/// attention_head.wgsl's params.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionHeadParams {
+    pub n_kv: u32,
+    pub n_rot: u32,
+    pub n_nope: u32,
+    pub scale: f32,
+    /// Split slots per head in the partial buffers (MAX_SPLITS).
+    pub split_stride: u32,
+    pub n_head: u32,
+    pub _pad: [u32; 2],
+}
+
+impl AttentionHeadParams {
+    pub fn new(c: &Config, split_stride: u32) -> AttentionHeadParams {
+        AttentionHeadParams {
+            n_kv: c.n_lora_kv as u32,
+            n_rot: c.n_embd_head_qk_rope as u32,
+            n_nope: c.n_embd_head_qk_nope as u32,
+            scale: c.kq_scale(),
+            split_stride,
+            n_head: c.n_head as u32,
+            _pad: [0; 2],
+        }
+    }
+}
+
+/// An attention dispatch over latent rows `n_kv` wide (a multiple of 64 up
+/// to MAX_LATENT, as plan::check requires).
+pub fn attention(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    n_kv: usize,
+    b: &AttentionBindings,
+    workgroups: [u32; 3],
+) -> Result<Dispatch> {
+    let n_kv = u32::try_from(n_kv)
+        .map_err(|_| Error::InvalidArgument(format!("latent width {n_kv} is too large")))?;
+    let o = AttentionOverrides { n_kv };
+    Dispatch::with(gpu, pipes, Kernel::Attention, &o, b, workgroups)
+}
+
+/// (token, head) rows per attention_coop.wgsl workgroup (`M`).
+pub const ATTENTION_COOP_ROWS: u32 = 32;
+
+/// Positions per attention_coop.wgsl tile (`T`).
+pub const ATTENTION_COOP_TILE: usize = 32;
+
+/// The widest cache row attention_coop.wgsl stages queries for (`MAX_ROW`).
+pub const ATTENTION_COOP_ROW: usize = MAX_LATENT + MAX_ROPE;
+
+/// Most splits attention_coop.wgsl's decode takes: about one workgroup
+/// per SM of an H100 (132). Each workgroup pays a fixed cost (its queries,
+/// its outputs, its part of attn_v_b's merge), so a second wave of short
+/// splits costs more than longer splits: at 16384 positions 128 splits of
+/// 128 gave tg64 149.5 tok/s against 130.5 for 256 of 64, and at 4096
+/// splits of 64 positions 168.3 against 165.7 for 32 and 160.0 for 128
+/// (H100, session 11).
+pub const ATTENTION_COOP_SPLITS: usize = 128;
+
+/// attention_coop.wgsl's splits of `n_pos` positions: each a whole number
+/// of tiles, at least two, and at most ATTENTION_COOP_SPLITS splits. A
+/// split runs its tiles one after another, so the token waits for the
+/// longest; splits of ceil(n_pos / 128) positions gave 16385 positions
+/// five tiles each (four and one position), where 103 splits of five whole
+/// tiles do the same in fewer workgroups: tg32 @ d8192 +2.5%, @ d16384
+/// +1%, equal at 4096 and 12000 (H100, session 13).
+pub fn attention_coop_splits(n_pos: usize) -> u32 {
+    let tiles = n_pos.div_ceil(ATTENTION_COOP_TILE);
+    let per_split = tiles.div_ceil(ATTENTION_COOP_SPLITS).max(2);
+    tiles.div_ceil(per_split).max(1) as u32
+}
+
+/// Position splits of each prefill token in attention_coop.wgsl past
+/// ATTENTION_COOP_PREFILL_SPLIT_MIN positions: two, so a 512-token chunk's
+/// 320 workgroups become 640 and the last wave on a 132-SM H100 is fuller
+/// (attention_merge.wgsl joins them): pp512 @ d16384 1,382 → 1,567, @
+/// d4096 3,196 → 3,358 (H100, session 11).
+pub const ATTENTION_COOP_PREFILL_SPLITS: u32 = 2;
+
+/// Below this many positions a prefill token attends in one split: at
+/// depth 0 two splits made the chunk's attention 7.9 → 8.7 ms (twice the
+/// workgroups for the same short prefixes).
+pub const ATTENTION_COOP_PREFILL_SPLIT_MIN: usize = 1024;
+
+/// attention_merge.wgsl's params.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionMergeParams {
+    pub n_kv: u32,
+    pub n_head: u32,
+    pub split_stride: u32,
+    pub _pad: u32,
+}
+
+/// attention_coop.wgsl's params; `n_tok` is the chunk's, so the prefill
+/// writes them per chunk (the decode's is 1).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionCoopParams {
+    pub n_rot: u32,
+    pub n_nope: u32,
+    pub scale: f32,
+    pub n_head: u32,
+    pub n_tok: u32,
+    /// Split slots per (token, head) row in the partial buffers: 1 in the
+    /// prefill, MAX_SPLITS in the decode.
+    pub split_stride: u32,
+    pub _pad: [u32; 2],
+}
+
+impl AttentionCoopParams {
+    pub fn new(c: &Config, n_tok: u32, split_stride: u32) -> AttentionCoopParams {
+        AttentionCoopParams {
+            n_rot: c.n_embd_head_qk_rope as u32,
+            n_nope: c.n_embd_head_qk_nope as u32,
+            scale: c.kq_scale(),
+            n_head: c.n_head as u32,
+            n_tok,
+            split_stride,
+            _pad: [0; 2],
+        }
+    }
+}
+
+/// Whether the prefill runs its attention on attention_coop.wgsl: the
+/// adapter's cooperative matrices (`Caps::coop`), at least the 8 subgroups
+/// the kernel's score blocks need (subgroups of at most 32 lanes) and
+/// 8-lane segments for its softmax, and a rope width `n_rot` its 16-wide k
+/// steps cover.
+pub fn attention_coop_fits(gpu: &Gpu, n_rot: usize) -> bool {
+    gpu.caps.coop
+        && gpu.info.subgroup_max_size <= 32
+        && gpu.info.subgroup_min_size >= 8
+        && n_rot % 16 == 0
+}
+
+/// attention_coop.wgsl's row blocks (its grid's y) for `n_tok` tokens.
+pub fn attention_coop_groups(n_tok: u32, n_head: u32) -> u32 {
+    (n_tok * n_head).div_ceil(ATTENTION_COOP_ROWS)
+}
+
+/// A prefill attention dispatch on cooperative matrices over latent rows
+/// `n_kv` wide (a multiple of 64 up to MAX_LATENT).
+pub fn attention_coop(
+    gpu: &Gpu,
+    pipes: &Pipelines,
+    n_kv: usize,
+    b: &AttentionCoopBindings,
+    workgroups: [u32; 3],
+) -> Result<Dispatch> {
+    let n_kv = u32::try_from(n_kv)
+        .map_err(|_| Error::InvalidArgument(format!("latent width {n_kv} is too large")))?;
+    let o = AttentionCoopOverrides { n_kv };
+    Dispatch::with(gpu, pipes, Kernel::AttentionCoop, &o, b, workgroups)
+}
+
+impl KvAppendParams {
+    pub fn new(c: &Config) -> KvAppendParams {
+        KvAppendParams {
+            n_kv: c.n_lora_kv as u32,
+            n_rot: c.n_embd_head_qk_rope as u32,
+            eps: c.rms_eps,
+            _pad: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decode's coop splits: whole tiles, at least two a split, at most
+    /// ATTENTION_COOP_SPLITS; and the split length the kernel derives
+    /// (ceil(n_pos / splits)) never takes more tiles than that.
+    #[test]
+    fn coop_splits_are_whole_tiles() {
+        assert_eq!(
+            [4096, 8193, 16384, 16385, 100_000].map(attention_coop_splits),
+            [64, 86, 128, 103, 125]
+        );
+        for n_pos in 1..40_000usize {
+            let s = attention_coop_splits(n_pos) as usize;
+            let tiles = n_pos.div_ceil(ATTENTION_COOP_TILE);
+            let most = tiles.div_ceil(ATTENTION_COOP_SPLITS).max(2);
+            let len = n_pos.div_ceil(s);
+            assert!(s <= ATTENTION_COOP_SPLITS, "{n_pos}: {s} splits");
+            assert!(
+                len.div_ceil(ATTENTION_COOP_TILE) <= most,
+                "{n_pos}: {len} a split"
+            );
+        }
+    }
+}
