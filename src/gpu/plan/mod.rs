@@ -84,10 +84,16 @@ impl Plan {
         &self.dispatches[self.head_start..]
     }
 
+    /// Whether a token that attends over `n_pos` positions runs the
+    /// long-context attention (`dispatches`), not attention_head (`short`).
+    fn long(&self, n_pos: usize) -> bool {
+        n_pos > ops::short_attention_max(self.coop_attention)
+    }
+
     /// The attention splits of a token that attends over `n_pos`
     /// positions, for the kernel `at` runs for it.
     pub fn splits(&self, n_pos: usize) -> u32 {
-        match n_pos > ops::short_attention_max(self.coop_attention) && self.coop_attention {
+        match self.long(n_pos) && self.coop_attention {
             true => ops::attention_coop_splits(n_pos),
             false => ops::attention_splits(n_pos),
         }
@@ -95,10 +101,9 @@ impl Plan {
 
     /// The dispatches of a token that attends over `n_pos` positions.
     pub fn at(&self, n_pos: usize) -> &[Dispatch] {
-        if n_pos <= ops::short_attention_max(self.coop_attention) {
-            &self.short
-        } else {
-            &self.dispatches
+        match self.long(n_pos) {
+            true => &self.dispatches,
+            false => &self.short,
         }
     }
 }
