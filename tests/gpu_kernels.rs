@@ -289,10 +289,19 @@ fn check(c: &Case, seed: u64) -> f64 {
         };
         ops::run(gpu, &[ops::matvec(gpu, pipes, &spec, &bufs).unwrap()]).unwrap();
         let y = gpu.read_f32(&yb, y_len).unwrap();
-        let tag = format!("{:?} {c:?} (TPR {})", pipes.variant, ops::matvec_tpr(units));
+        let tag = format!("{:?} {c:?} (TPR {})", pipes.variant, tpr(c));
         worst = worst.max(common::compare(&tag, &y, &want, &written, MATVEC_TOL));
     }
     worst
+}
+
+/// The invocations per row ops::matvec gives case `c`.
+fn tpr(c: &Case) -> u32 {
+    let groups = match c.mode {
+        MatvecMode::WeightedSum => c.rows,
+        _ => c.rows * c.slots,
+    };
+    ops::matvec_tpr(c.cols as u32 / 32, groups as u32)
 }
 
 fn check_all(name: &str, cases: &[Case]) {
@@ -362,17 +371,21 @@ fn matvec_every_format_plain() {
         (IQ4XS, 512, 3),
         (IQ4NL, 192, 64), // k_b rows in an IQ4_XS file
         (IQ4NL, 96, 5),
+        // at least ops::MATVEC_NARROW_GROUPS rows: TPR 8 (q_b, the head)
+        (Q4_0, 768, 5120),
+        (Q6K, 2048, 4101),
     ];
-    let tprs: std::collections::BTreeSet<u32> = shapes
-        .iter()
-        .map(|s| ops::matvec_tpr(s.1 as u32 / 32))
-        .collect();
+    let cases: Vec<Case> = shapes.iter().map(|&(f, c, r)| plain(f, c, r)).collect();
+    let tprs: std::collections::BTreeSet<u32> = cases.iter().map(tpr).collect();
     assert_eq!(
         tprs.into_iter().collect::<Vec<_>>(),
         [4, 8, 16, 32],
         "every TPR is exercised"
     );
-    let cases: Vec<Case> = shapes.iter().map(|&(f, c, r)| plain(f, c, r)).collect();
+    assert!(
+        cases.iter().any(|c| c.cols / 32 > 8 && tpr(c) == 8),
+        "a narrow matvec of long rows is exercised"
+    );
     check_all("matvec plain", &cases);
 }
 

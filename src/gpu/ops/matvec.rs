@@ -38,10 +38,25 @@ pub struct MatvecParams {
 /// (docs/perf-journal.md); 64 was slower at depth.
 pub const MATVEC_WG: u32 = 128;
 
-/// Invocations per row: enough to cover a row's units in one pass where
-/// rows are short (k_b's 6 units), 32 otherwise.
-pub fn matvec_tpr(units: u32) -> u32 {
-    units.next_power_of_two().clamp(4, 32)
+/// Row groups (rows × batch slots) from which a matvec takes at most 8
+/// invocations per row (`matvec_tpr`).
+pub const MATVEC_NARROW_GROUPS: u32 = 4096;
+
+/// Invocations per row of a matvec with `groups` row groups (rows × batch
+/// slots; a weighted sum's rows): enough to cover a row's units in one
+/// pass where rows are short (k_b's 6 units), else 32, or 8 where the
+/// dispatch has at least MATVEC_NARROW_GROUPS groups. Those (q_b's 5120
+/// rows, the routed gate+up's 4 × 1536, the output head) then take a
+/// quarter of the workgroups, each lane dequantizing four times the units:
+/// H100 tg128 +3.5%, where TPR 16 lost 1%, TPR 4 lost 3%, and TPR 8 for the
+/// 2048-row matvecs too (attn_output, the routed down) lost 10%
+/// (docs/perf-journal.md, session 14).
+pub fn matvec_tpr(units: u32, groups: u32) -> u32 {
+    let tpr = units.next_power_of_two().clamp(4, 32);
+    match groups >= MATVEC_NARROW_GROUPS {
+        true => tpr.min(8),
+        false => tpr,
+    }
 }
 
 /// Rows one matvec workgroup computes: a group of `tpr` invocations owns
@@ -120,7 +135,11 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
     let tpr = if combine {
         MATVEC_WG / COMBINE_ROWS
     } else {
-        matvec_tpr(s.params.units)
+        let groups = match s.mode {
+            MatvecMode::WeightedSum => s.params.rows,
+            _ => s.params.rows.saturating_mul(s.slots),
+        };
+        matvec_tpr(s.params.units, groups)
     };
     let o = MatvecOverrides {
         mode: match s.mode {
@@ -148,4 +167,31 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
         _ => s.slots,
     };
     Dispatch::with(gpu, pipes, Kernel::Matvec(s.format), &o, &bindings, wg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matvecs_of_many_rows_take_eight_lanes_a_row() {
+        // (units, row groups) -> invocations per row
+        for (units, groups, tpr) in [
+            (64, 768, 32),   // q_a
+            (160, 2048, 32), // attn_output
+            (48, 2048, 32),  // the routed down (a weighted sum's rows)
+            (24, 5120, 8),   // q_b
+            (64, 6144, 8),   // the routed gate+up, 4 slots
+            (64, 154_880, 8),
+            (6, 10_240, 8), // short rows keep their own width
+            (3, 10_240, 4),
+            (64, MATVEC_NARROW_GROUPS - 1, 32),
+        ] {
+            assert_eq!(
+                matvec_tpr(units, groups),
+                tpr,
+                "{units} units, {groups} groups"
+            );
+        }
+    }
 }
