@@ -329,16 +329,16 @@ fn matvec_every_format_plain() {
         (Q4_0, 5120, 2048), // attn_output
         (Q4_0, 96, 13),     // 3 units: TPR 4
         (Q4_0, 32, 1),      // 1 unit: TPR 4
-        (Q4_0, 192, 9),     // 6 units: TPR 8
+        (Q4_0, 192, 9),     // 6 units: TPR 4
         (Q4_0, 512, 40),    // TPR 16
         (Q8_0, 2048, 576),  // kv_a_mqa
-        (Q8_0, 192, 512),   // one head of k_b: TPR 8
+        (Q8_0, 192, 512),   // one head of k_b: TPR 4
         (Q8_0, 512, 256),   // one head of v_b
         (Q8_0, 32, 9),
         (Q8_0, 96, 1),
         (Q5K, 2048, 1024),
         (Q5K, 256, 13), // one super-block: TPR 8
-        (Q5K, 768, 9),  // 24 units: TPR 32
+        (Q5K, 768, 9),  // 24 units: TPR 16
         (Q5K, 512, 3),
         (Q6K, 1024, 2048),
         (Q6K, 2048, 3000), // a slice of the output head
@@ -348,9 +348,9 @@ fn matvec_every_format_plain() {
         (Q4K, 2048, 768),  // q_a in a Q4_K_M file
         (Q4K, 2048, 1536), // an expert's gate
         (Q4K, 256, 13),    // one super-block: TPR 8
-        (Q4K, 768, 9),     // 24 units: TPR 32
+        (Q4K, 768, 9),     // 24 units: TPR 16
         (Q4K, 512, 3),
-        (Q5_0, 192, 512), // one head of k_b in a Q4_K_M file: TPR 8
+        (Q5_0, 192, 512), // one head of k_b in a Q4_K_M file: TPR 4
         (Q5_0, 32, 9),
         (Q5_0, 96, 1),
         (Q5_0, 512, 40),

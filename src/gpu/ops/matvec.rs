@@ -43,16 +43,17 @@ pub const MATVEC_WG: u32 = 128;
 pub const MATVEC_NARROW_GROUPS: u32 = 4096;
 
 /// Invocations per row of a matvec with `groups` row groups (rows × batch
-/// slots; a weighted sum's rows): enough to cover a row's units in one
-/// pass where rows are short (k_b's 6 units), else 32, or 8 where the
-/// dispatch has at least MATVEC_NARROW_GROUPS groups. Those (q_b's 5120
+/// slots; a weighted sum's rows): the most, up to 32, that give every lane
+/// a unit (k_b's 6 units: 4; 8 left two lanes idle and ran tg128 0.8%
+/// slower), at least 4; at most 8 where the dispatch has at least
+/// MATVEC_NARROW_GROUPS groups. Those (q_b's 5120
 /// rows, the routed gate+up's 4 × 1536, the output head) then take a
 /// quarter of the workgroups, each lane dequantizing four times the units:
 /// H100 tg128 +3.5%, where TPR 16 lost 1%, TPR 4 lost 3%, and TPR 8 for the
 /// 2048-row matvecs too (attn_output, the routed down) lost 10%
 /// (docs/perf-journal.md, session 14).
 pub fn matvec_tpr(units: u32, groups: u32) -> u32 {
-    let tpr = units.next_power_of_two().clamp(4, 32);
+    let tpr = (1u32 << (31 - units.max(1).leading_zeros())).clamp(4, 32);
     match groups >= MATVEC_NARROW_GROUPS {
         true => tpr.min(8),
         false => tpr,
@@ -183,8 +184,10 @@ mod tests {
             (24, 5120, 8),   // q_b
             (64, 6144, 8),   // the routed gate+up, 4 slots
             (64, 154_880, 8),
-            (6, 10_240, 8), // short rows keep their own width
+            (6, 10_240, 4), // k_b: every lane has a unit
             (3, 10_240, 4),
+            (8, 100, 8),
+            (31, 100, 16),
             (64, MATVEC_NARROW_GROUPS - 1, 32),
         ] {
             assert_eq!(
