@@ -1,6 +1,8 @@
 // MoE router for one token per workgroup, after the router matvec (matvec_f32 with the
 // ffn norm fused) has written the logits; one workgroup: h = RMSNorm(x) · g
-// written out for the experts, probabilities by the gating function, top-k by probability + selection bias (the bias only
+// written out for the experts (where `write_h`: the prefill's expert
+// matmuls read h, the decode's routed matvecs norm x themselves, so the
+// decode's router skips it), probabilities by the gating function, top-k by probability + selection bias (the bias only
 // picks; ties go to the lower id), the chosen probabilities renormalised
 // (floor 6.1035e-5, as llama.cpp) and scaled. Mirrors reference::route.
 //
@@ -29,7 +31,8 @@ struct Params {
     norm_w: u32,
     scale: f32,
     eps: f32,
-    _pad: u32,
+    // 1: write h
+    write_h: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -50,13 +53,15 @@ var<workgroup> chosen: array<f32, MAX_EXPERT>;
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let x0 = wid.x * p.n_embd;
     let s0 = wid.x * p.n_used;
-    var ss = 0.0;
-    for (var i = ids.lid; i < p.n_embd; i += WG) {
-        ss += x[x0 + i] * x[x0 + i];
-    }
-    let rs = inverseSqrt(wg_sum(ss, ids) / f32(p.n_embd) + p.eps);
-    for (var i = ids.lid; i < p.n_embd; i += WG) {
-        h[x0 + i] = x[x0 + i] * rs * g[i];
+    if p.write_h == 1u {
+        var ss = 0.0;
+        for (var i = ids.lid; i < p.n_embd; i += WG) {
+            ss += x[x0 + i] * x[x0 + i];
+        }
+        let rs = inverseSqrt(wg_sum(ss, ids) / f32(p.n_embd) + p.eps);
+        for (var i = ids.lid; i < p.n_embd; i += WG) {
+            h[x0 + i] = x[x0 + i] * rs * g[i];
+        }
     }
     for (var e = ids.lid; e < p.n_expert; e += WG) {
         probs[e] = logits[wid.x * p.n_expert + e];

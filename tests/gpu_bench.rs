@@ -32,7 +32,7 @@ fn engine(variant: Variant, n_ctx: usize) -> Engine<'static> {
 const DECODE: Barriers = Barriers {
     dispatches: 43,
     barriers: 32,
-    transitions: 74,
+    transitions: 72,
 };
 /// Per prefill chunk (one pass of the prefill plan, without the head).
 const PREFILL: Barriers = Barriers {

@@ -428,7 +428,6 @@ fn every_traced_intermediate_matches_reference_by_name() {
             "ffn_inp-2",
             "ffn_moe_logits-1",
             "ffn_moe_weights-1",
-            "ffn_norm-2",
             "ffn_shexp-2",
             "l_out-2",
             "result_norm",

@@ -350,11 +350,14 @@ pub struct RouterParams {
     pub norm_w: u32,
     pub scale: f32,
     pub eps: f32,
-    pub _pad: u32,
+    /// 1: write h = RMSNorm(x)·g (the prefill's expert matmuls read it).
+    pub write_h: u32,
 }
 
 impl RouterParams {
-    pub fn new(c: &Config) -> RouterParams {
+    /// `write_h`: whether the experts read h (the prefill) or norm x
+    /// themselves (the decode).
+    pub fn new(c: &Config, write_h: bool) -> RouterParams {
         RouterParams {
             n_embd: c.n_embd as u32,
             n_expert: c.n_expert as u32,
@@ -366,7 +369,7 @@ impl RouterParams {
             norm_w: c.expert_weights_norm as u32,
             scale: c.expert_weights_scale,
             eps: c.rms_eps,
-            _pad: 0,
+            write_h: write_h as u32,
         }
     }
 }

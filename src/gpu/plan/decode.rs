@@ -36,7 +36,8 @@ struct Shared {
     o_part: wgpu::Buffer,
     ml: wgpu::Buffer,
     v_heads: wgpu::Buffer,
-    h2: wgpu::Buffer,
+    /// Bound as the router's h, which the decode's router does not write.
+    no_h: wgpu::Buffer,
     sel: wgpu::Buffer,
     sel_w: wgpu::Buffer,
     moe_logits: wgpu::Buffer,
@@ -65,7 +66,7 @@ impl Shared {
             o_part: s("o_part", &[c.n_head, n_split, c.n_lora_kv])?,
             ml: s("ml", &[c.n_head, n_split, 2])?,
             v_heads: s("v_heads", &[c.n_head, c.n_embd_head_v])?,
-            h2: s("ffn_h", &[c.n_embd])?,
+            no_h: s("router_h", &[4])?,
             sel: s("sel", &[n_used.max(1)])?,
             sel_w: s("sel_w", &[n_used.max(1)])?,
             moe_logits: s("ffn_moe_logits", &[n_expert.max(1)])?,
@@ -85,7 +86,7 @@ impl Shared {
                 "attention_head",
                 &ops::AttentionHeadParams::new(c, n_split as u32),
             ),
-            router_params: gpu.uniform("router", &ops::RouterParams::new(c)),
+            router_params: gpu.uniform("router", &ops::RouterParams::new(c, false)),
         })
     }
 }
@@ -344,10 +345,9 @@ impl Lowering<'_> {
     }
 
     /// A MoE block's feed-forward. Pairs run side by side: router logits ∥
-    /// shared gate+up (both norm x themselves), then the router selection
-    /// (writes the normed h), routed gate+up ∥ shared down (into its own
-    /// buffer), then the routed down adds the shared output and the
-    /// residual.
+    /// shared gate+up (both norm x themselves), then the router selection,
+    /// routed gate+up (norms x itself) ∥ shared down (into its own buffer),
+    /// then the routed down adds the shared output and the residual.
     fn moe_ffn(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
         let (c, s) = (self.c, &self.s);
         let b = &mut self.b;
@@ -374,8 +374,15 @@ impl Lowering<'_> {
         self.route(il, lw, m)?;
         let (s, b) = (&self.s, &mut self.b);
         let sel = Some((&s.sel, &s.sel_w));
-        let routed = gate_up(&s.h2, None, sel, n_used as u32, n_ff_exp as u32, &s.act);
-        let routed_steps = &[FfnMoeGate, FfnMoeUp, FfnMoeSwiglu];
+        let routed = gate_up(
+            &s.x,
+            Some(&lw.ffn_norm),
+            sel,
+            n_used as u32,
+            n_ff_exp as u32,
+            &s.act,
+        );
+        let routed_steps = &[FfnNorm, FfnMoeGate, FfnMoeUp, FfnMoeSwiglu];
         match &m.shared {
             Some(sh) => {
                 let ahead = Mv {
@@ -414,8 +421,8 @@ impl Lowering<'_> {
         b.lowered(steps, &s.x, c.n_embd, |b| b.matvec(&m.down_exps, down))
     }
 
-    /// The router selection; it also writes the normed h the routed experts
-    /// read (the logits' matvec normed x only for itself).
+    /// The router selection (the decode's router writes no h: the routed
+    /// gate+up norms x itself).
     fn route(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
         let (c, s, b) = (self.c, &self.s, &mut self.b);
         let bufs = RouterBindings {
@@ -424,15 +431,13 @@ impl Lowering<'_> {
             g: &lw.ffn_norm,
             logits: &s.moe_logits,
             bias: m.exp_probs_b.as_ref().unwrap_or(&s.zero_bias),
-            h: &s.h2,
+            h: &s.no_h,
             sel: &s.sel,
             sel_w: &s.sel_w,
         };
         let d = Dispatch::new(b.gpu, b.pipes, Kernel::Router, &bufs, [1, 1, 1])?;
-        b.low
-            .lower(&[FfnNorm, FfnMoeProbs, FfnMoeTopk, FfnMoeWeights]);
+        b.low.lower(&[FfnMoeProbs, FfnMoeTopk, FfnMoeWeights]);
         b.add(d.named(format!("blk.{il}.router")));
-        b.low.leaves(FfnNorm, &s.h2, c.n_embd);
         b.low.leaves(FfnMoeWeights, &s.sel_w, c.n_expert_used);
         Ok(())
     }
