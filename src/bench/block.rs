@@ -1,8 +1,9 @@
 //! The block tier: a block of the engine's own decode plan replayed many
 //! times inside one submission, back to back as consecutive blocks run
-//! inside a token, so the same buffers change state between replays as
-//! between layers. Dense block + MoE blocks + output head then predict the
-//! token, which the model tier measures beside it.
+//! inside a token, each replay a command buffer of its own so that its
+//! buffers change state as a layer's do inside a token
+//! (`Engine::time_replays`). Dense block + MoE blocks + output head then
+//! predict the token, which the model tier measures beside it.
 
 use std::ops::Range;
 

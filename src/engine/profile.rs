@@ -142,19 +142,51 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Record dispatches `range` of the plan `reps` times back to back into
-    /// one pass of one submission, as consecutive blocks run inside a token,
-    /// at the current position (which does not advance). Total ns: GPU time
+    /// Run dispatches `range` of the plan `reps` times back to back, each
+    /// replay a command buffer of its own, all in one submission, at the
+    /// current position (which does not advance). A token uses each
+    /// layer's buffers once, so their first use in it needs no barrier
+    /// (wgpu resolves their state before the token's command buffer); so
+    /// does each replay, where replays recorded into one pass put a barrier
+    /// at every reuse: four more a MoE block, which predicted an H100 token
+    /// 11-15% slow (docs/perf-journal.md, session 14). Total ns: GPU time
     /// between a timestamp before and one after the replays, or without
     /// timestamps the wall time of the submission (including its fixed
     /// submit and wait cost).
     pub fn time_replays(&mut self, range: std::ops::Range<usize>, reps: usize) -> Result<f64> {
-        self.time_dispatches(&range.collect::<Vec<_>>(), reps)
+        let n = self.plan.dispatches.len();
+        if range.is_empty() || range.end > n || reps == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{reps} replays of dispatches {range:?}: the plan has 0..{n}"
+            )));
+        }
+        self.write_step(self.pos.min(self.n_ctx - 1));
+        let plan = self.plan.at(self.pos + 1);
+        let mut record = |pass: &mut wgpu::ComputePass<'_>, _: usize| {
+            for d in &plan[range.clone()] {
+                d.record(pass);
+            }
+        };
+        if let Some(t) = &self.timer {
+            return t.time_buffers(&self.gpu, reps, &mut record);
+        }
+        let t0 = Instant::now();
+        let bufs: Vec<wgpu::CommandBuffer> = (0..reps)
+            .map(|i| {
+                let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+                record(&mut enc.begin_compute_pass(&Default::default()), i);
+                enc.finish()
+            })
+            .collect();
+        self.gpu.queue.submit(bufs);
+        self.gpu.wait()?;
+        Ok(t0.elapsed().as_secs_f64() * 1e9)
     }
 
-    /// As `time_replays`, for the plan's dispatches `indices` in that order
-    /// (one op of every block, say: together they read more weights than
-    /// the GPU's L2 holds, as a token does).
+    /// The plan's dispatches `indices` in that order (one op of every block,
+    /// say: together they read more weights than the GPU's L2 holds, as a
+    /// token does), `reps` times back to back in one pass; ns as
+    /// `time_replays`.
     pub fn time_dispatches(&mut self, indices: &[usize], reps: usize) -> Result<f64> {
         let n = self.plan.dispatches.len();
         if indices.is_empty() || indices.iter().any(|&i| i >= n) || reps == 0 {

@@ -62,6 +62,43 @@ impl Timer {
         })
     }
 
+    /// GPU nanoseconds from the start of the first to the end of the last
+    /// of `n` command buffers submitted together, buffer i recorded by
+    /// `record(pass, i)` in a compute pass of its own. wgpu puts a buffer's
+    /// state transitions at its first use in a command buffer between the
+    /// command buffers, as between two tokens.
+    pub fn time_buffers(
+        &self,
+        gpu: &Gpu,
+        n: usize,
+        record: &mut dyn FnMut(&mut wgpu::ComputePass<'_>, usize),
+    ) -> Result<f64> {
+        let mut bufs = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                if i == 0 {
+                    pass.write_timestamp(&self.queries, 0);
+                }
+                record(&mut pass, i);
+                if i + 1 == n {
+                    pass.write_timestamp(&self.queries, 1);
+                }
+            }
+            if i + 1 == n {
+                enc.resolve_query_set(&self.queries, 0..2, &self.resolve, 0);
+                enc.copy_buffer_to_buffer(&self.resolve, 0, &self.read, 0, 16);
+            }
+            bufs.push(enc.finish());
+        }
+        gpu.queue.submit(bufs);
+        let mut bytes = [0u8; 16];
+        gpu.map_read(&self.read, &mut bytes)?;
+        let ticks: &[u64] = bytemuck::cast_slice(&bytes);
+        Ok(ticks[1].saturating_sub(ticks[0]) as f64 * self.period_ns)
+    }
+
     /// Record `n` segments through `record(pass, i)` back to back in one
     /// pass; GPU nanoseconds of each.
     pub fn time_with(
