@@ -149,7 +149,10 @@ impl<'a> Engine<'a> {
     /// (wgpu resolves their state before the token's command buffer); so
     /// does each replay, where replays recorded into one pass put a barrier
     /// at every reuse: four more a MoE block, which predicted an H100 token
-    /// 11-15% slow (docs/perf-journal.md, session 14). Total ns: GPU time
+    /// 11-15% slow. A command buffer boundary costs the GPU ~11 µs of its
+    /// own (H100: one MoE block 104 µs a replay, the 46 in sequence 93 µs
+    /// each, the sequence within 2% of the token; docs/perf-journal.md,
+    /// session 14). Total ns: GPU time
     /// between a timestamp before and one after the replays, or without
     /// timestamps the wall time of the submission (including its fixed
     /// submit and wait cost).
