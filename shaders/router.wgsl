@@ -1,15 +1,16 @@
 // MoE router for one token per workgroup, after the router matvec (matvec_f32 with the
-// ffn norm fused) has written the logits; one workgroup: h = RMSNorm(x) · g
-// written out for the experts (where `write_h`: the prefill's expert
-// matmuls read h, the decode's routed matvecs norm x themselves, so the
-// decode's router skips it), probabilities by the gating function, top-k by probability + selection bias (the bias only
+// ffn norm fused) has written the logits; one workgroup: probabilities by
+// the gating function, top-k by probability + selection bias (the bias only
 // picks; ties go to the lower id), the chosen probabilities renormalised
 // (floor 6.1035e-5, as llama.cpp) and scaled. Mirrors reference::route.
+// The experts norm x themselves (the decode's gate+up matvec, the
+// prefill's ffn_norm rows): the router wrote a normed copy of x that
+// nothing read (H100 tg128 +0.45% without it, docs/perf-journal.md
+// session 14).
 //
-// Bindings: 0 params (uniform), 1 x (array<f32>, n_embd), 2 g (ffn_norm),
-// 3 logits (array<f32>, n_expert), 4 bias (array<f32>,
-// n_expert; zeros when the model has none), 5 h (array<f32>, n_embd, out),
-// 6 sel (array<u32>, n_used, out), 7 sel_w (array<f32>, n_used, out).
+// Bindings: 0 params (uniform), 1 logits (array<f32>, n_expert), 2 bias
+// (array<f32>, n_expert; zeros when the model has none), 3 sel (array<u32>,
+// n_used, out), 4 sel_w (array<f32>, n_used, out).
 // Workgroup t handles token t: every binding but the bias is offset by t
 // whole rows.
 // Dispatch: (tokens, 1, 1). Invocation i owns experts i, i + WG: their
@@ -22,7 +23,6 @@ const MAX_EXPERT: u32 = 512u;
 const EPT: u32 = MAX_EXPERT / WG;
 
 struct Params {
-    n_embd: u32,
     n_expert: u32,
     n_used: u32,
     // 0 sigmoid, 1 softmax
@@ -30,19 +30,16 @@ struct Params {
     // 1: renormalise the chosen weights
     norm_w: u32,
     scale: f32,
-    eps: f32,
-    // 1: write h
-    write_h: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read> logits: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read_write> h: array<f32>;
-@group(0) @binding(6) var<storage, read_write> sel: array<u32>;
-@group(0) @binding(7) var<storage, read_write> sel_w: array<f32>;
+@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read_write> sel: array<u32>;
+@group(0) @binding(4) var<storage, read_write> sel_w: array<f32>;
 
 // The logits, then the experts' scores (probability + bias).
 var<workgroup> probs: array<f32, MAX_EXPERT>;
@@ -51,18 +48,7 @@ var<workgroup> chosen: array<f32, MAX_EXPERT>;
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
-    let x0 = wid.x * p.n_embd;
     let s0 = wid.x * p.n_used;
-    if p.write_h == 1u {
-        var ss = 0.0;
-        for (var i = ids.lid; i < p.n_embd; i += WG) {
-            ss += x[x0 + i] * x[x0 + i];
-        }
-        let rs = inverseSqrt(wg_sum(ss, ids) / f32(p.n_embd) + p.eps);
-        for (var i = ids.lid; i < p.n_embd; i += WG) {
-            h[x0 + i] = x[x0 + i] * rs * g[i];
-        }
-    }
     for (var e = ids.lid; e < p.n_expert; e += WG) {
         probs[e] = logits[wid.x * p.n_expert + e];
     }

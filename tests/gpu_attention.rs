@@ -25,9 +25,6 @@ const ATTN_TOL: f64 = 1e-5;
 /// through sigmoid/softmax and the renormalisation.
 const ROUTER_W_TOL: f32 = 1e-5;
 
-/// The router's normalised h vs reference rms_norm (f32 vs f64 sum).
-const ROUTER_H_TOL: f64 = 1e-6;
-
 /// GLM-4.7-Flash's RMSNorm epsilon and rope base.
 const EPS: f32 = 1e-5;
 const ROPE_BASE: f32 = 1_000_000.0;
@@ -871,11 +868,12 @@ fn router_matches_reference() {
         (cfg(256, 16, 6, Gating::Softmax, true, 1.0), false, 4),
         (cfg(300, 12, 5, Gating::Sigmoid, true, 1.0), false, 3),
     ];
-    let mut worst = (0f32, 0f64);
+    let mut worst = 0f32;
     for (ci, (c, has_bias, dup)) in cases.iter().enumerate() {
         let (n, ne) = (c.n_embd, c.n_expert);
         let seed = 1000 * ci as u64;
-        // Every other case small enough that eps matters (mean x² ≈ eps).
+        // Logits as the model makes them: the router rows times a normed
+        // x (every other case small enough that eps matters).
         let x_std = if ci % 2 == 1 { 0.003 } else { 1.0 };
         let x = common::randn(n, x_std, seed + 1);
         let g: Vec<f32> = common::randn(n, 0.1, seed + 2)
@@ -893,47 +891,30 @@ fn router_matches_reference() {
         } else {
             vec![0.0; ne]
         };
-        let h_want = cpu::rms_norm(&x, &g, c.rms_eps);
-        let logits: Vec<f32> = w.chunks(n).map(|r| cpu::dot(r, &h_want)).collect();
+        let h = cpu::rms_norm(&x, &g, c.rms_eps);
+        let logits: Vec<f32> = w.chunks(n).map(|r| cpu::dot(r, &h)).collect();
         let (sel_want, w_want) =
             glmw::reference::route(&logits, (*has_bias).then_some(&bias[..]), c);
         let p = ops::RouterParams {
-            n_embd: n as u32,
             n_expert: ne as u32,
             n_used: c.n_expert_used as u32,
             gating: (c.gating == Gating::Softmax) as u32,
             norm_w: c.expert_weights_norm as u32,
             scale: c.expert_weights_scale,
-            eps: c.rms_eps,
-            write_h: 1,
-        };
-        // Every third case as the decode runs it: h is not written.
-        let write_h = ci % 3 != 2;
-        let p = ops::RouterParams {
-            write_h: write_h as u32,
-            ..p
+            _pad: [0; 3],
         };
         let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v)).unwrap();
-        let (pb, xb, gb, wb, bb) = (
-            gpu.uniform("p", &p),
-            store(&x),
-            store(&g),
-            store(&logits),
-            store(&bias),
-        );
+        let (pb, wb, bb) = (gpu.uniform("p", &p), store(&logits), store(&bias));
         for pipes in common::pipelines() {
             let k = c.n_expert_used;
-            let (hb, swb) = (store(&vec![f32::NAN; n + 1]), store(&vec![f32::NAN; k + 1]));
+            let swb = store(&vec![f32::NAN; k + 1]);
             let sb = gpu
                 .storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
                 .unwrap();
             let bufs = ops::RouterBindings {
                 p: &pb,
-                x: &xb,
-                g: &gb,
                 logits: &wb,
                 bias: &bb,
-                h: &hb,
                 sel: &sb,
                 sel_w: &swb,
             };
@@ -959,24 +940,10 @@ fn router_matches_reference() {
                 "{tag}: weights {:?} vs {w_want:?}",
                 &sw[..k]
             );
-            let h = gpu.read_f32(&hb, n + 1).unwrap();
-            if !write_h {
-                assert!(h.iter().all(|v| v.is_nan()), "{tag}: wrote h");
-                worst.0 = worst.0.max(dw);
-                continue;
-            }
-            let eh = cpu::rel_l2(&h[..n], &h_want);
-            assert!(
-                eh < ROUTER_H_TOL && h[n].is_nan(),
-                "{tag}: h rel L2 {eh:.3e}"
-            );
-            worst = (worst.0.max(dw), worst.1.max(eh));
+            worst = worst.max(dw);
         }
     }
-    eprintln!(
-        "router: worst weight error {:.2e} (tolerance {ROUTER_W_TOL:.0e}), h rel L2 {:.2e} (tolerance {ROUTER_H_TOL:.0e})",
-        worst.0, worst.1
-    );
+    eprintln!("router: worst weight error {worst:.2e} (tolerance {ROUTER_W_TOL:.0e})");
 }
 
 /// Top `k` of (values, indices) by value descending, index ascending,

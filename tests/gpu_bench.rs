@@ -32,20 +32,20 @@ fn engine(variant: Variant, n_ctx: usize) -> Engine<'static> {
 const DECODE: Barriers = Barriers {
     dispatches: 43,
     barriers: 32,
-    transitions: 72,
+    transitions: 71,
 };
 /// Per prefill chunk (one pass of the prefill plan, without the head).
 const PREFILL: Barriers = Barriers {
     dispatches: 52,
     barriers: 50,
-    transitions: 91,
+    transitions: 90,
 };
 /// The same where the attention runs on cooperative matrices: one merge of
 /// its position splits per block (attention_merge.wgsl).
 const PREFILL_COOP: Barriers = Barriers {
     dispatches: 55,
     barriers: 53,
-    transitions: 99,
+    transitions: 98,
 };
 
 #[test]

@@ -342,24 +342,18 @@ pub const TOPK_MAX_WG: usize = 128;
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct RouterParams {
-    pub n_embd: u32,
     pub n_expert: u32,
     pub n_used: u32,
     /// 0 sigmoid, 1 softmax.
     pub gating: u32,
     pub norm_w: u32,
     pub scale: f32,
-    pub eps: f32,
-    /// 1: write h = RMSNorm(x)·g (the prefill's expert matmuls read it).
-    pub write_h: u32,
+    pub _pad: [u32; 3],
 }
 
 impl RouterParams {
-    /// `write_h`: whether the experts read h (the prefill) or norm x
-    /// themselves (the decode).
-    pub fn new(c: &Config, write_h: bool) -> RouterParams {
+    pub fn new(c: &Config) -> RouterParams {
         RouterParams {
-            n_embd: c.n_embd as u32,
             n_expert: c.n_expert as u32,
             n_used: c.n_expert_used as u32,
             gating: match c.gating {
@@ -368,8 +362,7 @@ impl RouterParams {
             },
             norm_w: c.expert_weights_norm as u32,
             scale: c.expert_weights_scale,
-            eps: c.rms_eps,
-            write_h: write_h as u32,
+            _pad: [0; 3],
         }
     }
 }

@@ -36,8 +36,6 @@ struct Shared {
     o_part: wgpu::Buffer,
     ml: wgpu::Buffer,
     v_heads: wgpu::Buffer,
-    /// Bound as the router's h, which the decode's router does not write.
-    no_h: wgpu::Buffer,
     sel: wgpu::Buffer,
     sel_w: wgpu::Buffer,
     moe_logits: wgpu::Buffer,
@@ -66,7 +64,6 @@ impl Shared {
             o_part: s("o_part", &[c.n_head, n_split, c.n_lora_kv])?,
             ml: s("ml", &[c.n_head, n_split, 2])?,
             v_heads: s("v_heads", &[c.n_head, c.n_embd_head_v])?,
-            no_h: s("router_h", &[4])?,
             sel: s("sel", &[n_used.max(1)])?,
             sel_w: s("sel_w", &[n_used.max(1)])?,
             moe_logits: s("ffn_moe_logits", &[n_expert.max(1)])?,
@@ -86,7 +83,7 @@ impl Shared {
                 "attention_head",
                 &ops::AttentionHeadParams::new(c, n_split as u32),
             ),
-            router_params: gpu.uniform("router", &ops::RouterParams::new(c, false)),
+            router_params: gpu.uniform("router", &ops::RouterParams::new(c)),
         })
     }
 }
@@ -371,7 +368,7 @@ impl Lowering<'_> {
                 b.matvec(&sh.gate_up, mv)
             })?;
         }
-        self.route(il, lw, m)?;
+        self.route(il, m)?;
         let (s, b) = (&self.s, &mut self.b);
         let sel = Some((&s.sel, &s.sel_w));
         let routed = gate_up(
@@ -421,17 +418,13 @@ impl Lowering<'_> {
         b.lowered(steps, &s.x, c.n_embd, |b| b.matvec(&m.down_exps, down))
     }
 
-    /// The router selection (the decode's router writes no h: the routed
-    /// gate+up norms x itself).
-    fn route(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
+    /// The router selection (the routed gate+up norms x itself).
+    fn route(&mut self, il: usize, m: &MoeWeights) -> Result<()> {
         let (c, s, b) = (self.c, &self.s, &mut self.b);
         let bufs = RouterBindings {
             p: &s.router_params,
-            x: &s.x,
-            g: &lw.ffn_norm,
             logits: &s.moe_logits,
             bias: m.exp_probs_b.as_ref().unwrap_or(&s.zero_bias),
-            h: &s.no_h,
             sel: &s.sel,
             sel_w: &s.sel_w,
         };

@@ -382,7 +382,7 @@ impl Builder<'_> {
             })?;
             match &lw.ffn {
                 FfnWeights::Dense(d) => self.ffn(a, d, c.n_embd, c.n_ff, false)?,
-                FfnWeights::Moe(m) => self.moe(c, a, p, il, lw, m)?,
+                FfnWeights::Moe(m) => self.moe(c, a, p, il, m)?,
             }
             let what = format!("the prefill blk.{il}");
             self.low.check(&what, start, &recipe.blocks[il], &[LOut])?;
@@ -571,15 +571,7 @@ impl Builder<'_> {
     /// tokens' assignments grouped by expert, routed gate+up and down over
     /// the groups' tiles, their weighted sum (+ residual), the shared
     /// expert.
-    fn moe(
-        &mut self,
-        c: &Config,
-        a: &Acts,
-        p: &Uniforms,
-        il: usize,
-        lw: &LayerWeights,
-        m: &MoeWeights,
-    ) -> Result<()> {
+    fn moe(&mut self, c: &Config, a: &Acts, p: &Uniforms, il: usize, m: &MoeWeights) -> Result<()> {
         let n_used = c.n_expert_used.max(1);
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_ff) = (c.n_embd, c.n_ff_exp);
@@ -588,11 +580,8 @@ impl Builder<'_> {
         })?;
         let router = RouterBindings {
             p: &p.router,
-            x: &a.x,
-            g: &lw.ffn_norm,
             logits: &a.moe_logits,
             bias: m.exp_probs_b.as_ref().unwrap_or(&a.zero_bias),
-            h: &a.result_norm,
             sel: &a.sel,
             sel_w: &a.sel_w,
         };

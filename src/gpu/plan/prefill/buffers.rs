@@ -132,7 +132,7 @@ impl Uniforms {
                     _pad: 0,
                 },
             ),
-            router: gpu.uniform("pf.router", &ops::RouterParams::new(c, true)),
+            router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
             sum: gpu.uniform("pf.moe_sum", &sum),
             group: gpu.uniform(
                 "pf.moe_group",
