@@ -152,38 +152,11 @@ impl<'a> Engine<'a> {
     /// 11-15% slow. A command buffer boundary costs the GPU ~11 µs of its
     /// own (H100: one MoE block 104 µs a replay, the 46 in sequence 93 µs
     /// each, the sequence within 2% of the token; docs/perf-journal.md,
-    /// session 14). Total ns: GPU time
-    /// between a timestamp before and one after the replays, or without
-    /// timestamps the wall time of the submission (including its fixed
-    /// submit and wait cost).
+    /// session 14). Total ns: GPU time between a timestamp before and one
+    /// after the replays, or without timestamps the wall time of the
+    /// submission (including its fixed submit and wait cost).
     pub fn time_replays(&mut self, range: std::ops::Range<usize>, reps: usize) -> Result<f64> {
-        let n = self.plan.dispatches.len();
-        if range.is_empty() || range.end > n || reps == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{reps} replays of dispatches {range:?}: the plan has 0..{n}"
-            )));
-        }
-        self.write_step(self.pos.min(self.n_ctx - 1));
-        let plan = self.plan.at(self.pos + 1);
-        let mut record = |pass: &mut wgpu::ComputePass<'_>, _: usize| {
-            for d in &plan[range.clone()] {
-                d.record(pass);
-            }
-        };
-        if let Some(t) = &self.timer {
-            return t.time_buffers(&self.gpu, reps, &mut record);
-        }
-        let t0 = Instant::now();
-        let bufs: Vec<wgpu::CommandBuffer> = (0..reps)
-            .map(|i| {
-                let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-                record(&mut enc.begin_compute_pass(&Default::default()), i);
-                enc.finish()
-            })
-            .collect();
-        self.gpu.queue.submit(bufs);
-        self.gpu.wait()?;
-        Ok(t0.elapsed().as_secs_f64() * 1e9)
+        self.time_buffers(&range.collect::<Vec<_>>(), reps, 1)
     }
 
     /// The plan's dispatches `indices` in that order (one op of every block,
@@ -191,7 +164,20 @@ impl<'a> Engine<'a> {
     /// token does), `reps` times back to back in one pass; ns as
     /// `time_replays`.
     pub fn time_dispatches(&mut self, indices: &[usize], reps: usize) -> Result<f64> {
+        self.time_buffers(indices, 1, reps)
+    }
+
+    /// The plan's dispatches `indices`, `per_buffer` times back to back in
+    /// each of `buffers` command buffers (one pass each) submitted together;
+    /// ns as `time_replays`.
+    fn time_buffers(
+        &mut self,
+        indices: &[usize],
+        buffers: usize,
+        per_buffer: usize,
+    ) -> Result<f64> {
         let n = self.plan.dispatches.len();
+        let reps = buffers.saturating_mul(per_buffer);
         if indices.is_empty() || indices.iter().any(|&i| i >= n) || reps == 0 {
             return Err(Error::InvalidArgument(format!(
                 "{reps} replays of dispatches {indices:?}: the plan has 0..{n}"
@@ -200,22 +186,24 @@ impl<'a> Engine<'a> {
         self.write_step(self.pos.min(self.n_ctx - 1));
         let plan = self.plan.at(self.pos + 1);
         let mut record = |pass: &mut wgpu::ComputePass<'_>, _: usize| {
-            for _ in 0..reps {
+            for _ in 0..per_buffer {
                 for &i in indices {
                     plan[i].record(pass);
                 }
             }
         };
         if let Some(t) = &self.timer {
-            return Ok(t.time_with(&self.gpu, 1, &mut record)?[0]);
+            return t.time_buffers(&self.gpu, buffers, &mut record);
         }
         let t0 = Instant::now();
-        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            record(&mut pass, 0);
-        }
-        self.gpu.queue.submit([enc.finish()]);
+        let bufs: Vec<wgpu::CommandBuffer> = (0..buffers)
+            .map(|i| {
+                let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+                record(&mut enc.begin_compute_pass(&Default::default()), i);
+                enc.finish()
+            })
+            .collect();
+        self.gpu.queue.submit(bufs);
         self.gpu.wait()?;
         Ok(t0.elapsed().as_secs_f64() * 1e9)
     }
