@@ -1,6 +1,8 @@
 // Appends tokens' rows to one layer's latent KV cache: for token t,
 // row steps[t].pos = [RMSNorm(c[0..n_kv]) · g ‖ rope(c[n_kv..n_kv + n_rot])]
-// in f16, c = ckv[t·(n_kv + n_rot) ..].
+// in f16, c = ckv[t·(n_kv + n_rot) ..], the sum of ckv's `parts` planes
+// (`plane` floats apart: a split-K matmul's partial sums,
+// ops::matmul_k_parts).
 //
 // Bindings: 0 params (uniform), 1 steps (array<Step>: position, rope
 // table), 2 ckv (array<f32>, kv_a_mqa output), 3 g (array<f32>,
@@ -16,7 +18,11 @@ struct Params {
     n_kv: u32,
     n_rot: u32,
     eps: f32,
-    _pad: u32,
+    parts: u32,
+    plane: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -25,13 +31,22 @@ struct Params {
 @group(0) @binding(3) var<storage, read> g: array<f32>;
 @group(0) @binding(4) var<storage, read_write> cache: array<u32>;
 
+// Element i of ckv: the sum of its parts.
+fn c_at(i: u32) -> f32 {
+    var v = ckv[i];
+    for (var s = 1u; s < p.parts; s++) {
+        v += ckv[s * p.plane + i];
+    }
+    return v;
+}
+
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let tok = wid.x;
     let c0 = tok * (p.n_kv + p.n_rot);
     var ss = 0.0;
     for (var i = ids.lid; i < p.n_kv; i += WG) {
-        let v = ckv[c0 + i];
+        let v = c_at(c0 + i);
         ss += v * v;
     }
     let scale = inverseSqrt(wg_sum(ss, ids) / f32(p.n_kv) + p.eps);
@@ -41,10 +56,10 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         let e = 2u * w;
         var v: vec2<f32>;
         if e < p.n_kv {
-            v = vec2<f32>(ckv[c0 + e], ckv[c0 + e + 1u]) * scale * vec2<f32>(g[e], g[e + 1u]);
+            v = vec2<f32>(c_at(c0 + e), c_at(c0 + e + 1u)) * scale * vec2<f32>(g[e], g[e + 1u]);
         } else {
-            let a = ckv[c0 + e];
-            let b = ckv[c0 + e + 1u];
+            let a = c_at(c0 + e);
+            let b = c_at(c0 + e + 1u);
             let cs = steps[tok].rope[(e - p.n_kv) / 2u].xy;
             v = vec2<f32>(a * cs.x - b * cs.y, a * cs.y + b * cs.x);
         }

@@ -11,7 +11,10 @@
 // experts use moe_group.wgsl's tiles (assignments a = token·n_used + slot
 // sorted by expert, x_div = n_used so gate+up reads the token's row).
 // z = wid.z is the head of batched-head matmuls (attn_k_b, attn_v_b): it
-// picks matrix tile.x + z and offsets x and y.
+// picks matrix tile.x + z and offsets x and y. Split-K uses the same
+// heads: head z is the z-th run of `units` units of each row (row_units
+// apart), writing a partial sum into its own plane of y that the consumer
+// adds up (ops::matmul_k_parts).
 //
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 y (array<f32>),
 // 3 tiles (array<vec4<u32>>), 4 order (array<u32>), 5 unused, 6 (and 7)
@@ -98,7 +101,9 @@ struct Params {
     y_stride: u32,
     // first output row (a matrix split over several buffers)
     y_off: u32,
-    _pad0: u32,
+    // units between consecutive rows of a matrix: `units`, or a multiple
+    // where the heads are parts of each row (split-K)
+    row_units: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -250,7 +255,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
             row += p.rows;
         }
     }
-    let base = (tile.x + wid.z) * p.mat_units + row * p.units;
+    let base = (tile.x + wid.z) * p.mat_units + row * p.row_units;
     // The x vec4 q of the tile's tokens j + 8m this invocation stages
     // (consecutive invocations read a token's row: coalesced loads).
     let q = lid % 8u;

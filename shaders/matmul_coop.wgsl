@@ -82,7 +82,7 @@ struct Params {
     x_stride: u32,
     y_stride: u32,
     y_off: u32,
-    _pad0: u32,
+    row_units: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -244,7 +244,7 @@ fn main(
     if GATE_UP && lr >= out_rows {
         row += p.rows;
     }
-    let base = mat + row * p.units;
+    let base = mat + row * p.row_units;
     let wo = lu * HALF + lr;
     // This invocation's x vec4s of each step: vec4 q of tokens j + 16m.
     let j = lid / 16u;

@@ -1,6 +1,9 @@
-// RMSNorm: y = x / sqrt(mean(x²) + eps) * g, ggml's formula.
+// RMSNorm: y = x / sqrt(mean(x²) + eps) * g, ggml's formula. x may come
+// in `parts` planes of n_rows × n (a split-K matmul's partial sums,
+// ops::matmul_k_parts), added up here.
 //
-// Bindings: 0 params (uniform), 1 x (n_rows × n), 2 g (n), 3 y (n_rows × n).
+// Bindings: 0 params (uniform), 1 x (parts × n_rows × n), 2 g (n), 3 y
+// (n_rows × n).
 // Dispatch: one workgroup per row; rows past 65535 fold into y
 // (row = wid.y · nwg.x + wid.x).
 // Each invocation owns elements lid, lid + WG, lid + 2·WG, … of its row.
@@ -11,13 +14,22 @@ struct Params {
     n: u32,
     eps: f32,
     n_rows: u32,
-    _pad: u32,
+    parts: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// Element i of x: the sum of its parts.
+fn xv(i: u32) -> f32 {
+    var v = x[i];
+    for (var s = 1u; s < p.parts; s++) {
+        v += x[s * p.n_rows * p.n + i];
+    }
+    return v;
+}
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -28,11 +40,11 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let base = row * p.n;
     var ss = 0.0;
     for (var i = ids.lid; i < p.n; i += WG) {
-        let v = x[base + i];
+        let v = xv(base + i);
         ss += v * v;
     }
     let scale = inverseSqrt(wg_sum(ss, ids) / f32(p.n) + p.eps);
     for (var i = ids.lid; i < p.n; i += WG) {
-        y[base + i] = x[base + i] * scale * g[i];
+        y[base + i] = xv(base + i) * scale * g[i];
     }
 }

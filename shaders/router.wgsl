@@ -8,7 +8,8 @@
 // nothing read (H100 tg128 +0.45% without it, docs/perf-journal.md
 // session 14).
 //
-// Bindings: 0 params (uniform), 1 logits (array<f32>, n_expert), 2 bias
+// Bindings: 0 params (uniform), 1 logits (array<f32>, n_expert per token,
+// in `parts` planes), 2 bias
 // (array<f32>, n_expert; zeros when the model has none), 3 sel (array<u32>,
 // n_used, out), 4 sel_w (array<f32>, n_used, out).
 // Workgroup t handles token t: every binding but the bias is offset by t
@@ -30,9 +31,11 @@ struct Params {
     // 1: renormalise the chosen weights
     norm_w: u32,
     scale: f32,
+    // logits in `parts` planes `plane` floats apart (a split-K matmul's
+    // partial sums, ops::matmul_k_parts), added up here
+    parts: u32,
+    plane: u32,
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -50,7 +53,11 @@ var<workgroup> chosen: array<f32, MAX_EXPERT>;
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let s0 = wid.x * p.n_used;
     for (var e = ids.lid; e < p.n_expert; e += WG) {
-        probs[e] = logits[wid.x * p.n_expert + e];
+        var v = logits[wid.x * p.n_expert + e];
+        for (var s = 1u; s < p.parts; s++) {
+            v += logits[s * p.plane + wid.x * p.n_expert + e];
+        }
+        probs[e] = v;
     }
     workgroupBarrier();
     // Probabilities, and each invocation's experts' scores in registers

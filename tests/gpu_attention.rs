@@ -48,8 +48,11 @@ fn halves(words: &[u32]) -> Vec<f32> {
 fn kv_append_matches_reference() {
     let gpu = common::gpu();
     let mut worst = 0f32;
-    for (n_kv, n_rot) in [(512usize, 64usize), (64, 16)] {
+    // (n_kv, n_rot, parts): ckv as one row, or as the sum of a split-K
+    // matmul's planes (`plane` floats apart) that kv_append adds up.
+    for (n_kv, n_rot, parts) in [(512usize, 64usize, 1usize), (64, 16, 3)] {
         let row = n_kv + n_rot;
+        let plane = row + 3;
         let n_ctx = 7;
         let g: Vec<f32> = common::randn(n_kv, 0.1, 5)
             .iter()
@@ -62,7 +65,9 @@ fn kv_append_matches_reference() {
                 n_kv: n_kv as u32,
                 n_rot: n_rot as u32,
                 eps: EPS,
-                _pad: 0,
+                parts: parts as u32,
+                plane: plane as u32,
+                _pad: [0; 3],
             },
         );
         for pipes in common::pipelines() {
@@ -72,7 +77,7 @@ fn kv_append_matches_reference() {
                     bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
                 )
                 .unwrap();
-            let ckv_b = gpu.scratch("ckv", 4 * row as u64).unwrap();
+            let ckv_b = gpu.scratch("ckv", 4 * (parts * plane) as u64).unwrap();
             let step_b = gpu
                 .storage("step", bytemuck::bytes_of(&Step::new(0, &[])))
                 .unwrap();
@@ -89,10 +94,14 @@ fn kv_append_matches_reference() {
             for pos in [3usize, 0, 5, 1] {
                 // Odd positions small enough that eps matters (mean x² ≈ eps).
                 let std = if pos % 2 == 1 { 0.003 } else { 2.0 };
-                let ckv = common::randn(row, std, 10 * pos as u64 + n_kv as u64);
+                let planes = common::randn(parts * plane, std, 10 * pos as u64 + n_kv as u64);
+                // The row as the kernel adds its planes, in order.
+                let ckv: Vec<f32> = (0..row)
+                    .map(|i| (1..parts).fold(planes[i], |v, s| v + planes[s * plane + i]))
+                    .collect();
                 let cs = cpu::rope_cos_sin(pos, n_rot, ROPE_BASE, None);
                 gpu.queue
-                    .write_buffer(&ckv_b, 0, bytemuck::cast_slice(&ckv));
+                    .write_buffer(&ckv_b, 0, bytemuck::cast_slice(&planes));
                 gpu.queue
                     .write_buffer(&step_b, 0, bytemuck::bytes_of(&Step::new(pos, &cs)));
                 ops::run(gpu, std::slice::from_ref(&d)).unwrap();
@@ -892,7 +901,21 @@ fn router_matches_reference() {
             vec![0.0; ne]
         };
         let h = cpu::rms_norm(&x, &g, c.rms_eps);
-        let logits: Vec<f32> = w.chunks(n).map(|r| cpu::dot(r, &h)).collect();
+        let mut planes: Vec<f32> = w.chunks(n).map(|r| cpu::dot(r, &h)).collect();
+        // Without ties, every other case's logits come as the sum of a
+        // split-K matmul's three planes (`plane` floats apart), which the
+        // router adds up in order.
+        let (parts, plane) = match *dup == 0 && ci % 2 == 0 {
+            true => (3, ne + 5),
+            false => (1, 0),
+        };
+        if parts > 1 {
+            planes.resize(plane, 0.0);
+            planes.extend(common::randn(2 * plane, 0.5, seed + 5));
+        }
+        let logits: Vec<f32> = (0..ne)
+            .map(|e| (1..parts).fold(planes[e], |v, s| v + planes[s * plane + e]))
+            .collect();
         let (sel_want, w_want) =
             glmw::reference::route(&logits, (*has_bias).then_some(&bias[..]), c);
         let p = ops::RouterParams {
@@ -901,10 +924,12 @@ fn router_matches_reference() {
             gating: (c.gating == Gating::Softmax) as u32,
             norm_w: c.expert_weights_norm as u32,
             scale: c.expert_weights_scale,
-            _pad: [0; 3],
+            parts: parts as u32,
+            plane: plane as u32,
+            _pad: 0,
         };
         let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v)).unwrap();
-        let (pb, wb, bb) = (gpu.uniform("p", &p), store(&logits), store(&bias));
+        let (pb, wb, bb) = (gpu.uniform("p", &p), store(&planes), store(&bias));
         for pipes in common::pipelines() {
             let k = c.n_expert_used;
             let swb = store(&vec![f32::NAN; k + 1]);

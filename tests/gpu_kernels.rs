@@ -34,25 +34,31 @@ const TAIL: usize = 7;
 fn rms_norm_matches_reference() {
     let gpu = common::gpu();
     let mut worst = 0f64;
-    // (n, rows, x std): the model's norms, odd sizes, rows folded past
-    // 65535, and inputs small enough that eps changes the result.
+    // (n, rows, x std, parts): the model's norms, odd sizes, rows folded
+    // past 65535, inputs small enough that eps changes the result, and x
+    // as the sum of a split-K matmul's planes (q_a_norm after q_a).
     let shapes = [
-        (2048usize, 3usize, 1.5f32),
-        (512, 1, 1.5),
-        (768, 2, 1.5),
-        (1000, 1, 1.5),
-        (7, 5, 1.5),
-        (3, 65_600, 1.5),
-        (256, 2, 0.003),
+        (2048usize, 3usize, 1.5f32, 1usize),
+        (512, 1, 1.5, 1),
+        (768, 2, 1.5, 1),
+        (1000, 1, 1.5, 1),
+        (7, 5, 1.5, 1),
+        (3, 65_600, 1.5, 1),
+        (256, 2, 0.003, 1),
+        (768, 5, 1.5, 4),
+        (7, 3, 1.5, 2),
     ];
-    for (seed, &(n, rows, std)) in shapes.iter().enumerate() {
+    for (seed, &(n, rows, std, parts)) in shapes.iter().enumerate() {
         let seed = seed as u64;
-        let x = common::randn(n * rows, std, seed + 1);
+        let x = common::randn(n * rows * parts, std, seed + 1);
         let g: Vec<f32> = common::randn(n, 0.1, seed + 100)
             .iter()
             .map(|v| 1.0 + v)
             .collect();
-        let want: Vec<f32> = x
+        let sum: Vec<f32> = (0..n * rows)
+            .map(|i| (0..parts).map(|s| x[s * n * rows + i]).sum())
+            .collect();
+        let want: Vec<f32> = sum
             .chunks(n)
             .flat_map(|r| cpu::rms_norm(r, &g, EPS))
             .collect();
@@ -64,7 +70,7 @@ fn rms_norm_matches_reference() {
                 n: n as u32,
                 eps: EPS,
                 n_rows: rows as u32,
-                _pad: 0,
+                parts: parts as u32,
             },
         );
         for pipes in common::pipelines() {
@@ -88,7 +94,7 @@ fn rms_norm_matches_reference() {
             worst = worst.max(e);
             assert!(
                 e < RMS_NORM_TOL,
-                "rms_norm {:?} n={n} rows={rows}: rel L2 {e:.3e}; first values {:?} vs {:?}",
+                "rms_norm {:?} n={n} rows={rows} parts={parts}: rel L2 {e:.3e}; first values {:?} vs {:?}",
                 pipes.variant,
                 &y[..4.min(n)],
                 &want[..4.min(n)]

@@ -66,6 +66,10 @@ struct Case {
     n_rows: usize,
     /// Batched heads (grid z).
     heads: usize,
+    /// Split-K: each row of the matrix holds `split` × cols weights and
+    /// head z multiplies its z-th run of cols (x_stride = cols) into a
+    /// plane of its own (y_stride apart); 1: heads are whole matrices.
+    split: usize,
     x_div: usize,
     x_tok: usize,
     y_tok: usize,
@@ -85,6 +89,7 @@ fn dense(fmt: Format, cols: usize, rows: usize, n_tok: usize) -> Case {
         n_mat: 1,
         n_rows: n_tok,
         heads: 1,
+        split: 1,
         x_div: 1,
         x_tok: cols,
         y_tok: rows,
@@ -150,17 +155,22 @@ fn dense_tiles(n_tok: usize, tile: u32) -> Tiles {
 /// y as the matmul must leave it, and which elements it writes.
 fn oracle(c: &Case, deq: &[f32], mats: &[u32], x: &[f32], y0: &[f32]) -> (Vec<f32>, Vec<bool>) {
     let mat_rows = c.mat_rows();
-    let row = |m: usize, r: usize| &deq[(m * mat_rows + r) * c.cols..][..c.cols];
+    let row_len = c.cols * c.split;
+    // Row r of matrix m, the cols weights from column k0.
+    let row = |m: usize, r: usize, k0: usize| &deq[(m * mat_rows + r) * row_len + k0..][..c.cols];
     let mut out = Vec::new();
     for (a, &m0) in mats.iter().enumerate() {
         for z in 0..c.heads {
-            let m = m0 as usize + z;
+            let (m, k0) = match c.split > 1 {
+                true => (m0 as usize, z * c.cols),
+                false => (m0 as usize + z, 0),
+            };
             let xo = (a / c.x_div) * c.x_tok + z * c.x_stride;
             let xr = &x[xo..xo + c.cols];
             for r in 0..c.rows {
-                let mut v = common::dot64(row(m, r), xr);
+                let mut v = common::dot64(row(m, r, k0), xr);
                 if c.gate_up {
-                    v = v / (1.0 + (-v).exp()) * common::dot64(row(m, c.rows + r), xr);
+                    v = v / (1.0 + (-v).exp()) * common::dot64(row(m, c.rows + r, k0), xr);
                 }
                 out.push((a * c.y_tok + z * c.y_stride + c.y_off + r, v));
             }
@@ -186,17 +196,23 @@ fn check(
     let gpu = common::gpu();
     let (want, written) = oracle(c, deq, &t.mats, x, y0);
     let units = (c.cols / 32) as u32;
+    let row_units = (c.cols * c.split / 32) as u32;
     let params = MatmulParams {
         rows: c.rows as u32,
         units,
-        mat_units: (c.mat_rows() as u32) * units,
+        // split-K: head z's part starts z parts into each row
+        mat_units: match c.split > 1 {
+            true => units,
+            false => (c.mat_rows() as u32) * units,
+        },
         x_div: c.x_div as u32,
         x_tok: (c.x_tok / 4) as u32,
         y_tok: c.y_tok as u32,
         x_stride: (c.x_stride / 4) as u32,
         y_stride: c.y_stride as u32,
         y_off: c.y_off as u32,
-        _pad: [0; 3],
+        row_units,
+        _pad: [0; 2],
     };
     let pb = gpu.uniform("p", &params);
     let xb = gpu.storage("x", bytemuck::cast_slice(x)).unwrap();
@@ -267,7 +283,7 @@ fn coop(test: &str) -> bool {
 
 /// Random weights for `c`, quantized and uploaded.
 fn weights(c: &Case, seed: u64) -> (Vec<f32>, Vec<wgpu::Buffer>) {
-    let w = common::randn(c.n_mat * c.mat_rows() * c.cols, 0.02, seed);
+    let w = common::randn(c.n_mat * c.mat_rows() * c.cols * c.split, 0.02, seed);
     common::upload(c.fmt, &w)
 }
 
@@ -403,6 +419,35 @@ fn matmul_gate_up_and_accum() {
         },
     ];
     check_dense("matmul gate+up/accum", &cases);
+}
+
+#[test]
+fn matmul_split_k() {
+    use Format::*;
+    // Each row's cols × parts weights in `parts` heads of cols, each
+    // writing its partial sums into a plane of y (plane floats apart), as
+    // the prefill's router logits, q_a and kv_a (ops::matmul_k_parts).
+    let split = |f, cols, rows, parts: usize, n_tok| {
+        let plane = (n_tok + EXTRA_ROWS) * rows + 3;
+        Case {
+            heads: parts,
+            split: parts,
+            x_tok: cols * parts,
+            x_stride: cols,
+            y_stride: plane,
+            ..dense(f, cols, rows, n_tok)
+        }
+    };
+    let cases = [
+        // the router logits: 64 rows of F32 in 16 parts of 4 units
+        split(F32, 128, 64, 16, 70),
+        // q_a and kv_a
+        split(Q4_0, 512, 70, 4, 19),
+        split(Q8_0, 256, 70, 8, 9),
+        split(Q4K, 256, 13, 3, 5),
+        split(Q6K, 256, 9, 2, 33),
+    ];
+    check_dense("matmul split-K", &cases);
 }
 
 #[test]

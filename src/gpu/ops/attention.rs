@@ -78,7 +78,10 @@ pub struct KvAppendParams {
     pub n_kv: u32,
     pub n_rot: u32,
     pub eps: f32,
-    pub _pad: u32,
+    /// Planes of ckv (`matmul_k_parts`; 1) and the floats between them.
+    pub parts: u32,
+    pub plane: u32,
+    pub _pad: [u32; 3],
 }
 
 /// Attention's params; the latent width is the pipeline's `N_KV` override
@@ -305,7 +308,9 @@ impl KvAppendParams {
             n_kv: c.n_lora_kv as u32,
             n_rot: c.n_embd_head_qk_rope as u32,
             eps: c.rms_eps,
-            _pad: 0,
+            parts: 1,
+            plane: 0,
+            _pad: [0; 3],
         }
     }
 }

@@ -171,7 +171,8 @@ pub struct RmsNormParams {
     pub n: u32,
     pub eps: f32,
     pub n_rows: u32,
-    pub _pad: u32,
+    /// Planes of n_rows × n floats whose sum is x (`matmul_k_parts`; 1).
+    pub parts: u32,
 }
 
 // ---- embedding gather --------------------------------------------------
@@ -257,7 +258,41 @@ pub struct MatmulParams {
     pub x_stride: u32,
     pub y_stride: u32,
     pub y_off: u32,
-    pub _pad: [u32; 3],
+    /// Units between rows of a matrix: `units`, or `parts` × `units` where
+    /// the heads are parts of each row (`matmul_k_parts`).
+    pub row_units: u32,
+    pub _pad: [u32; 2],
+}
+
+/// Row groups a dense prefill matmul should have before it is split over
+/// K: the router logits (64 rows: one row group of matmul_coop.wgsl),
+/// q_a (768: six) and kv_a (576: five) otherwise ran their 32 serial K
+/// steps in 8-48 workgroups of a 512-token chunk.
+pub const MATMUL_SPLIT_GROUPS: u32 = 24;
+
+/// The fewest units a part of a split row keeps.
+pub const MATMUL_MIN_PART_UNITS: u32 = 4;
+
+/// Parts into which a dense matmul of `rows` rows of `units` units splits
+/// each row (split-K): each part is a head of the dispatch, writing its
+/// partial sums into a plane of its own that the consumer adds up
+/// (rms_norm.wgsl, kv_append.wgsl, router.wgsl: `parts`). The smallest
+/// power of two that gives MATMUL_SPLIT_GROUPS row groups × parts, as
+/// long as the parts divide the row and keep MATMUL_MIN_PART_UNITS units.
+pub fn matmul_k_parts(rows: u32, units: u32, coop: bool) -> u32 {
+    let per_group = match coop {
+        true => MATMUL_COOP_ROWS,
+        false => MATMUL_ROWS,
+    };
+    let groups = rows.div_ceil(per_group).max(1);
+    let mut parts = 1;
+    while groups.saturating_mul(parts) < MATMUL_SPLIT_GROUPS
+        && units % (2 * parts) == 0
+        && units / (2 * parts) >= MATMUL_MIN_PART_UNITS
+    {
+        parts *= 2;
+    }
+    parts
 }
 
 /// A matmul dispatch; its workgroup count is set per chunk
@@ -348,7 +383,10 @@ pub struct RouterParams {
     pub gating: u32,
     pub norm_w: u32,
     pub scale: f32,
-    pub _pad: [u32; 3],
+    /// Planes of logits (`matmul_k_parts`; 1) and the floats between them.
+    pub parts: u32,
+    pub plane: u32,
+    pub _pad: u32,
 }
 
 impl RouterParams {
@@ -362,7 +400,9 @@ impl RouterParams {
             },
             norm_w: c.expert_weights_norm as u32,
             scale: c.expert_weights_scale,
-            _pad: [0; 3],
+            parts: 1,
+            plane: 0,
+            _pad: 0,
         }
     }
 }
@@ -378,4 +418,33 @@ pub struct TopKParams {
     pub len: u32,
     pub k: u32,
     pub _pad: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn few_row_groups_split_k() {
+        // (rows, units, coop) -> parts
+        for (rows, units, coop, parts) in [
+            (64, 64, true, 16), // GLM-4.7-Flash's router logits: 4 units a part
+            (768, 64, true, 4), // q_a
+            (576, 64, true, 8), // kv_a
+            (64, 64, false, 16),
+            (768, 64, false, 2),
+            (576, 64, false, 4),
+            (3072, 64, true, 1), // enough row groups already
+            (64, 8, true, 2),    // the tiny model's
+            (64, 6, true, 1),    // too short to split
+            (64, 12, true, 2),   // 3 units a part would be too few
+            (64, 9, true, 1),    // parts must divide the row
+        ] {
+            assert_eq!(
+                matmul_k_parts(rows, units, coop),
+                parts,
+                "{rows} rows of {units} units, coop {coop}"
+            );
+        }
+    }
 }

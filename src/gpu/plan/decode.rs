@@ -453,7 +453,7 @@ impl Lowering<'_> {
                 n: c.n_embd as u32,
                 eps: c.rms_eps,
                 n_rows: 1,
-                _pad: 0,
+                parts: 1,
             },
         );
         let norm = RmsNormBindings {

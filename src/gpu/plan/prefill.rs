@@ -40,7 +40,7 @@ use crate::gpu::resident::{
 };
 use crate::model::recipe::{self, Name, Name::*, Recipe};
 use crate::model::{Config, Model};
-use buffers::{Acts, Uniforms};
+use buffers::{Acts, Splits, Uniforms};
 use matmul::Mm;
 
 /// How one dimension of a dispatch's grid follows the chunk's token count.
@@ -306,8 +306,9 @@ pub fn build(
         true => ops::ATTENTION_COOP_PREFILL_SPLITS,
         false => 1,
     };
-    let a = Acts::new(gpu, c, u, n_used, splits as usize)?;
-    let p = Uniforms::new(gpu, c, u, n_used, splits);
+    let k = Splits::new(c, gpu.caps.coop, u);
+    let a = Acts::new(gpu, c, u, n_used, splits as usize, k)?;
+    let p = Uniforms::new(gpu, c, u, n_used, splits, k);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
     let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
@@ -417,16 +418,16 @@ impl Builder<'_> {
         match &lw.q {
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 let nq = c.n_lora_q;
-                self.lowered(&[QA], &a.qa, nq, |b| {
-                    b.matmul(q_a, Mm::new(&a.xn, e, &a.qa, nq))
-                })?;
                 let norm = RmsNormBindings {
                     p: &p.norm_q,
                     x: &a.qa,
                     g: q_a_norm,
                     y: &a.qan,
                 };
-                self.lowered(&[QANorm], &a.qan, nq, |b| {
+                // q_a leaves partial sums where it is split: the norm adds them.
+                self.lowered(&[QA, QANorm], &a.qan, nq, |b| {
+                    let y = (&a.qa, nq);
+                    b.matmul(q_a, Mm::split_k(&a.xn, e, y, a.k.q_a, a.k.plane(nq)))?;
                     b.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)
                 })?;
                 self.lowered(&[Q], &a.q, n_q, |b| {
@@ -437,9 +438,11 @@ impl Builder<'_> {
                 b.matmul(wq, Mm::new(&a.xn, e, &a.q, n_q))
             })?,
         }
-        self.lowered(&[KvCmprPe], &a.ckv, c.kv_row(), |b| {
-            b.matmul(&lw.kv_a_mqa, Mm::new(&a.xn, e, &a.ckv, c.kv_row()))
-        })?;
+        // kv_a leaves partial sums where it is split: kv_append adds them.
+        self.low.lower(&[KvCmprPe, KvCmpr, KPe, CacheK]);
+        let y = (&a.ckv, c.kv_row());
+        let kv_a = Mm::split_k(&a.xn, e, y, a.k.kv_a, a.k.plane(c.kv_row()));
+        self.matmul(&lw.kv_a_mqa, kv_a)?;
         let append = KvAppendBindings {
             p: &p.kv,
             steps: &a.steps,
@@ -447,7 +450,6 @@ impl Builder<'_> {
             g: &lw.kv_a_norm,
             cache,
         };
-        self.low.lower(&[KvCmpr, KPe, CacheK]);
         self.push(name("kv_append"), Kernel::KvAppend, &append, ROWS)?;
         let k_b = Mm {
             heads: (n_head, n_qk, n_lat),
@@ -575,9 +577,11 @@ impl Builder<'_> {
         let n_used = c.n_expert_used.max(1);
         let name = |op: &str| format!("blk.{il}.{op}");
         let (e, n_ff) = (c.n_embd, c.n_ff_exp);
-        self.lowered(&[FfnMoeLogits], &a.moe_logits, c.n_expert, |b| {
-            b.matmul(&m.gate_inp, Mm::new(&a.h2, e, &a.moe_logits, c.n_expert))
-        })?;
+        // The logits are partial sums where they are split: the router adds them.
+        self.low.lower(&[FfnMoeLogits]);
+        let y = (&a.moe_logits, c.n_expert);
+        let logits = Mm::split_k(&a.h2, e, y, a.k.logits, a.k.plane(c.n_expert));
+        self.matmul(&m.gate_inp, logits)?;
         let router = RouterBindings {
             p: &p.router,
             logits: &a.moe_logits,

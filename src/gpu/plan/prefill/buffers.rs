@@ -6,8 +6,39 @@ use crate::gpu::context::Gpu;
 use crate::gpu::ops;
 use crate::model::Config;
 
+/// Split-K parts of the dense matmuls whose consumers add the parts'
+/// planes up (`ops::matmul_k_parts`): q_a (q_a_norm), kv_a (kv_append),
+/// the router logits (the router). Their rows are n_embd wide.
+#[derive(Clone, Copy)]
+pub(super) struct Splits {
+    pub(super) q_a: usize,
+    pub(super) kv_a: usize,
+    pub(super) logits: usize,
+    /// Tokens per chunk (ubatch): a plane holds this many rows.
+    u: usize,
+}
+
+impl Splits {
+    pub(super) fn new(c: &Config, coop: bool, u: usize) -> Splits {
+        let units = (c.n_embd / 32) as u32;
+        let k = |rows: usize| ops::matmul_k_parts(rows as u32, units, coop) as usize;
+        Splits {
+            q_a: k(c.n_lora_q.max(1)),
+            kv_a: k(c.kv_row()),
+            logits: k(c.n_expert.max(1)),
+            u,
+        }
+    }
+
+    /// Floats per plane of an output `n` floats a token.
+    pub(super) fn plane(&self, n: usize) -> usize {
+        self.u * n
+    }
+}
+
 /// The chunk's activations, `ubatch` rows each, and the step records.
 pub(super) struct Acts {
+    pub(super) k: Splits,
     pub(super) tokens: wgpu::Buffer,
     pub(super) x: wgpu::Buffer,
     pub(super) xn: wgpu::Buffer,
@@ -44,18 +75,20 @@ impl Acts {
         u: usize,
         n_used: usize,
         splits: usize,
+        k: Splits,
     ) -> Result<Acts> {
         let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
         let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
         let n_qk = c.n_embd_head_qk();
         Ok(Acts {
+            k,
             tokens: s("pf.tokens", &[u])?,
             x: s("pf.x", &[u, c.n_embd])?,
             xn: s("pf.attn_norm", &[u, c.n_embd])?,
-            qa: s("pf.q_a", &[u, c.n_lora_q.max(1)])?,
+            qa: s("pf.q_a", &[k.q_a, u, c.n_lora_q.max(1)])?,
             qan: s("pf.q_a_norm", &[u, c.n_lora_q.max(1)])?,
             q: s("pf.q", &[u, c.n_head, n_qk])?,
-            ckv: s("pf.kv_a", &[u, c.kv_row()])?,
+            ckv: s("pf.kv_a", &[k.kv_a, u, c.kv_row()])?,
             q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
             o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
             o_part: match splits {
@@ -66,7 +99,7 @@ impl Acts {
             v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
             h2: s("pf.ffn_norm", &[u, c.n_embd])?,
             result_norm: s("pf.result_norm", &[u, c.n_embd])?,
-            moe_logits: s("pf.moe_logits", &[u, n_expert.max(1)])?,
+            moe_logits: s("pf.moe_logits", &[k.logits, u, n_expert.max(1)])?,
             sel: s("pf.sel", &[u, n_used])?,
             sel_w: s("pf.sel_w", &[u, n_used])?,
             act: s("pf.act", &[u, c.n_ff.max(n_ff_sh).max(1)])?,
@@ -97,17 +130,35 @@ impl Uniforms {
     /// For chunks of up to `u` tokens, `n_used` expert assignments each.
     /// The grouping's and attention_coop's params depend on the chunk:
     /// `Prefill::write_chunk` writes them before each chunk is recorded.
-    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize, splits: u32) -> Uniforms {
-        let norm = |n: usize| {
+    pub(super) fn new(
+        gpu: &Gpu,
+        c: &Config,
+        u: usize,
+        n_used: usize,
+        splits: u32,
+        k: Splits,
+    ) -> Uniforms {
+        let norm = |n: usize, parts: usize| {
             gpu.uniform(
                 "pf.rms_norm",
                 &ops::RmsNormParams {
                     n: n as u32,
                     eps: c.rms_eps,
                     n_rows: u as u32,
-                    _pad: 0,
+                    parts: parts as u32,
                 },
             )
+        };
+        let plane = |n: usize| k.plane(n) as u32;
+        let kv = ops::KvAppendParams {
+            parts: k.kv_a as u32,
+            plane: plane(c.kv_row()),
+            ..ops::KvAppendParams::new(c)
+        };
+        let router = ops::RouterParams {
+            parts: k.logits as u32,
+            plane: plane(c.n_expert),
+            ..ops::RouterParams::new(c)
         };
         let sum = ops::MoeSumParams {
             n: c.n_embd as u32,
@@ -115,9 +166,9 @@ impl Uniforms {
             _pad: [0; 2],
         };
         Uniforms {
-            norm_embd: norm(c.n_embd),
-            norm_q: norm(c.n_lora_q.max(1)),
-            kv: gpu.uniform("pf.kv_append", &ops::KvAppendParams::new(c)),
+            norm_embd: norm(c.n_embd, 1),
+            norm_q: norm(c.n_lora_q.max(1), k.q_a),
+            kv: gpu.uniform("pf.kv_append", &kv),
             attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
             attn_coop: gpu.uniform(
                 "pf.attention_coop",
@@ -132,7 +183,7 @@ impl Uniforms {
                     _pad: 0,
                 },
             ),
-            router: gpu.uniform("pf.router", &ops::RouterParams::new(c)),
+            router: gpu.uniform("pf.router", &router),
             sum: gpu.uniform("pf.moe_sum", &sum),
             group: gpu.uniform(
                 "pf.moe_group",

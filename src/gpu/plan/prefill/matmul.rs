@@ -4,7 +4,7 @@
 //! matmul.wgsl elsewhere; both read the same params, tiles and weights.
 
 use super::{Builder, Dim};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::ops;
 use crate::gpu::weights::{Matrix, Part};
 
@@ -23,6 +23,9 @@ pub(super) struct Mm<'a> {
     pub(super) x_div: u32,
     /// Batched heads: (count, floats between heads' x, between heads' y).
     pub(super) heads: (u32, usize, usize),
+    /// The heads are parts of each row (split-K): head z multiplies the
+    /// z-th run of units / parts units into a plane of y of its own.
+    pub(super) split_k: bool,
 }
 
 impl<'a> Mm<'a> {
@@ -42,6 +45,24 @@ impl<'a> Mm<'a> {
             y_row,
             x_div: 1,
             heads: (1, 0, 0),
+            split_k: false,
+        }
+    }
+
+    /// A dense matmul whose rows split into `parts` (`ops::matmul_k_parts`):
+    /// y holds `parts` planes of partial sums, `plane` floats apart, which
+    /// its consumer adds up.
+    pub(super) fn split_k(
+        x: &'a wgpu::Buffer,
+        x_row: usize,
+        (y, y_row): (&'a wgpu::Buffer, usize),
+        parts: usize,
+        plane: usize,
+    ) -> Mm<'a> {
+        Mm {
+            heads: (parts as u32, x_row / parts.max(1), plane),
+            split_k: parts > 1,
+            ..Mm::new(x, x_row, y, y_row)
         }
     }
 }
@@ -55,17 +76,33 @@ impl Builder<'_> {
     }
 
     fn matmul_part(&mut self, m: &Matrix, part: &Part, v: Mm) -> Result<()> {
+        // Split-K: head z's part starts z parts into each row, and reads
+        // the z-th part of x's row.
+        let parts = v.heads.0;
+        let (units, mat_units) = match v.split_k {
+            true if m.units % parts == 0 && v.heads.1 * parts as usize == m.units as usize * 32 => {
+                (m.units / parts, m.units / parts)
+            }
+            true => {
+                return Err(Error::Gpu(format!(
+                    "internal: {} cannot split its {} units into {parts} parts of {} floats",
+                    m.name, m.units, v.heads.1
+                )))
+            }
+            false => (m.units, m.mat_units(part)),
+        };
         let params = ops::MatmulParams {
             rows: part.rows,
-            units: m.units,
-            mat_units: m.mat_units(part),
+            units,
+            mat_units,
             x_div: v.x_div,
             x_tok: (v.x_row / 4) as u32,
             y_tok: v.y_row as u32,
             x_stride: (v.heads.1 / 4) as u32,
             y_stride: v.heads.2 as u32,
             y_off: part.row0,
-            _pad: [0; 3],
+            row_units: m.units,
+            _pad: [0; 2],
         };
         let p = &self.gpu.uniform(&m.name, &params);
         let (tiles, order) = match v.routed {
