@@ -266,6 +266,7 @@ fn bench_tiers_emit_their_fields() {
             "head",
             "measured",
             "prediction",
+            "predicted_us",
             "token_us",
             "error",
             "moe_sequence",

@@ -121,6 +121,8 @@ fn model_tier_runs_every_test_at_every_depth_in_llama_bench_order() {
     assert_eq!((p.pos, p.n_dense, p.n_moe), (21, 1, 2));
     assert!(p.token_us > 0.0 && p.dense.is_some() && p.moe.is_some());
     assert!(p.moe_sequence.is_some() && p.token_us_sequence().unwrap() > 0.0);
+    // The reported prediction is the one from the MoE blocks in sequence.
+    assert_eq!(p.predicted_us(), p.token_us_sequence().unwrap());
     assert_eq!(r.decode, e.decode_barriers());
     assert_eq!(r.fills.iter().map(|f| f.0).collect::<Vec<_>>(), [0, 20]);
 }

@@ -48,6 +48,16 @@ impl Prediction {
         let moe = self.moe.as_ref().map_or(0.0, |m| m.median);
         Some(self.token_us + self.n_moe as f64 * (s.median - moe))
     }
+
+    /// The prediction the bench reports: from the MoE blocks in sequence
+    /// where the model has more than one, else from the one block. One
+    /// block replayed alone pays a command buffer boundary per replay
+    /// (~11 µs on an H100, ~10% of a MoE block) that blocks following
+    /// each other inside a token do not (docs/perf-journal.md, session
+    /// 14), so it reads ~10% high; the sequence reads within ~2%.
+    pub fn predicted_us(&self) -> f64 {
+        self.token_us_sequence().unwrap_or(self.token_us)
+    }
 }
 
 /// µs per replay of `range`, one sample per round of `count` replays in

@@ -370,7 +370,7 @@ fn test_table(tests: &[bench::TestRun], reps: usize, ubatch: usize, text: &mut V
         let pred = t
             .prediction
             .as_ref()
-            .map_or(String::new(), |p| format!("{:.3}", p.token_us / 1e3));
+            .map_or(String::new(), |p| format!("{:.3}", p.predicted_us() / 1e3));
         text.push(format!(
             "| {:>16} | {:>20} | {:>12.3} | {:>16} |",
             t.name(),
@@ -420,23 +420,31 @@ fn parts_json(parts: &[(&str, Barriers)]) -> Json {
 fn prediction_text(name: &str, p: &bench::Prediction, measured_us: f64) -> String {
     let med = |s: &Option<Stats>| s.as_ref().map_or(0.0, |s| s.median);
     let off = |us: f64| 100.0 * (us / measured_us.max(1e-9) - 1.0);
+    let pred = p.predicted_us();
     let mut t = format!(
-        "{name}: measured {measured_us:.1} us/token; predicted {:.1} us ({:+.1}%) = {} x dense {:.1} + {} x MoE {:.1} + head {:.1} (@ pos {})",
-        p.token_us,
-        off(p.token_us),
+        "{name}: measured {measured_us:.1} us/token; predicted {pred:.1} us ({:+.1}%) = {} x dense {:.1} + ",
+        off(pred),
         p.n_dense,
         med(&p.dense),
-        p.n_moe,
-        med(&p.moe),
-        p.head.median,
-        p.pos,
     );
-    if let (Some(s), Some(us)) = (&p.moe_sequence, p.token_us_sequence()) {
-        t.push_str(&format!(
-            "; with the MoE blocks in sequence ({:.1} us each) {us:.1} us ({:+.1}%)",
+    match &p.moe_sequence {
+        Some(s) => t.push_str(&format!(
+            "{} MoE blocks in sequence ({:.1} us each) + head {:.1} (@ pos {}); from one MoE block replayed alone ({:.1} us, a command buffer boundary each) {:.1} us ({:+.1}%)",
+            p.n_moe,
             s.median,
-            off(us)
-        ));
+            p.head.median,
+            p.pos,
+            med(&p.moe),
+            p.token_us,
+            off(p.token_us)
+        )),
+        None => t.push_str(&format!(
+            "{} x MoE {:.1} + head {:.1} (@ pos {})",
+            p.n_moe,
+            med(&p.moe),
+            p.head.median,
+            p.pos
+        )),
     }
     let idle = measured_us - p.token_gpu.median;
     t.push_str(&format!(
@@ -451,9 +459,13 @@ fn prediction_json(p: &bench::Prediction, measured_us: f64) -> Json {
     let opt = |s: &Option<Stats>| s.as_ref().map_or(Json::Null, stats_json);
     Json::obj(vec![
         ("pos", Json::num(p.pos as f64)),
-        ("token_us", Json::num(p.token_us)),
+        ("predicted_us", Json::num(p.predicted_us())),
         ("measured_us", Json::num(measured_us)),
-        ("error", Json::num(p.token_us / measured_us.max(1e-9) - 1.0)),
+        (
+            "error",
+            Json::num(p.predicted_us() / measured_us.max(1e-9) - 1.0),
+        ),
+        ("token_us", Json::num(p.token_us)),
         ("n_dense", Json::num(p.n_dense as f64)),
         ("dense", opt(&p.dense)),
         ("n_moe", Json::num(p.n_moe as f64)),
