@@ -89,10 +89,7 @@ pub struct Prefill {
     attn_coop: (wgpu::Buffer, ops::AttentionCoopParams),
     /// RMSNorm params over n_embd-wide chunk rows (layer norms and the head).
     norm_embd: wgpu::Buffer,
-    /// The chunk's output-norm rows (`head`). The router kernel always
-    /// writes a normed copy of x, which the prefill does not need (its
-    /// experts read ffn_norm's rows): it lands here, where nothing reads it
-    /// before the head writes its own rows.
+    /// The chunk's output-norm rows (`head`).
     result_norm: wgpu::Buffer,
     /// The recipe's intermediates the chunk leaves in buffers of their own,
     /// `len` floats per token (rows of `ubatch`), in dispatch order.

@@ -54,9 +54,7 @@ pub(super) struct Acts {
     pub(super) ml: wgpu::Buffer,
     pub(super) v_heads: wgpu::Buffer,
     pub(super) h2: wgpu::Buffer,
-    /// The output norm's rows (`Prefill::head`), and until the head runs
-    /// the router's normed copy of x, which the prefill's experts do not
-    /// read (they read ffn_norm's rows).
+    /// The output norm's rows (`Prefill::head`).
     pub(super) result_norm: wgpu::Buffer,
     pub(super) moe_logits: wgpu::Buffer,
     pub(super) sel: wgpu::Buffer,
