@@ -1,13 +1,15 @@
 // Q5_K weights for matvec.wgsl and matmul.wgsl, GGUF bytes unchanged (176-byte super-blocks
-// are already word aligned: 44 words). A super-block holds 8 units of 32
+// are already 16-byte aligned: 11 vec4s). A super-block holds 8 units of 32
 // weights: w = d·sc_j·(q + 16·h) − dmin·m_j, with 6-bit sc_j, m_j packed in
 // 12 bytes (k_scales.wgsl), q four bits and h one bit.
-// Word layout of a super-block: 0 d|dmin (f16 pair), 1..4 scales,
-// 4..12 qh (bit j of byte l = high bit of unit j's weight l), 12..44 qs
-// (unit j's weight l: byte 32·(j/2) + l, high nibble when j is odd).
-// Binding: 6 blocks (array<u32>).
+// Vec4 layout of a super-block (11 vec4s): 0 d|dmin (f16 pair) and the 12
+// scale bytes, 1..3 qh (bit j of byte l = high bit of unit j's weight l),
+// 3..11 qs (unit j's weight l: byte 32·(j/2) + l, high nibble when j is
+// odd; so unit j reads vec4s 3 + 2·(j/2) and 4 + 2·(j/2)). Read as vec4s:
+// five loads a unit rather than twenty words.
+// Binding: 6 blocks (array<vec4<u32>>).
 
-@group(0) @binding(6) var<storage, read> blocks: array<u32>;
+@group(0) @binding(6) var<storage, read> blocks: array<vec4<u32>>;
 
 // Unit j's weights 4i..4i+4 as d·sc·(q + 16·h) − dmin·m: nibble and high
 // bit are masked on whole words (qs word at `s`, qh word's bit j to bit 4
@@ -31,13 +33,9 @@ struct Raw {
 
 fn unit_raw(u: u32) -> Raw {
     let j = u % 8u;
-    let w0 = (u / 8u) * 44u;
-    let q0 = w0 + 12u + (j / 2u) * 8u;
-    return Raw(vec4<u32>(blocks[w0], blocks[w0 + 1u], blocks[w0 + 2u], blocks[w0 + 3u]),
-        vec4<u32>(blocks[q0], blocks[q0 + 1u], blocks[q0 + 2u], blocks[q0 + 3u]),
-        vec4<u32>(blocks[q0 + 4u], blocks[q0 + 5u], blocks[q0 + 6u], blocks[q0 + 7u]),
-        vec4<u32>(blocks[w0 + 4u], blocks[w0 + 5u], blocks[w0 + 6u], blocks[w0 + 7u]),
-        vec4<u32>(blocks[w0 + 8u], blocks[w0 + 9u], blocks[w0 + 10u], blocks[w0 + 11u]), j);
+    let b = (u / 8u) * 11u;
+    let q = b + 3u + (j / 2u) * 2u;
+    return Raw(blocks[b], blocks[q], blocks[q + 1u], blocks[b + 1u], blocks[b + 2u], j);
 }
 
 // Written out (no array filled in a loop) so the unit stays in registers.

@@ -1,19 +1,22 @@
 // Q6_K weights for matvec.wgsl and matmul.wgsl. GGUF's 210-byte super-blocks are padded to
-// 212 bytes (53 words) at load so every block starts on a word; bytes are
-// otherwise unchanged. A super-block holds 8 units of 32 weights:
+// 224 bytes (14 vec4s) at load so every block starts on a vec4 and a unit
+// is six vector loads (rather than eighteen words); bytes are otherwise
+// unchanged. A super-block holds 8 units of 32 weights:
 // w = d·sc·(q − 32), q six bits, sc a signed byte per 16 weights.
 // Unit j = 4·h + k (h half, k quarter) weight l (0..32):
 //   low 4 bits: byte 64·h + 32·(k & 1) + l of ql, high nibble when k >= 2
 //   high 2 bits: byte 32·h + l of qh (bytes 128..192), bits 2k..2k+1
 //   scale: byte 8·h + 2·k + l / 16 of sc (bytes 192..208); d: f16 at byte 208
-// Binding: 6 blocks (array<u32>).
+// Binding: 6 blocks (array<vec4<u32>>).
 // The six-bit quants of four weights are assembled in one word (shift and
 // mask per word, not per byte) before bytes4f splits them: per 4 weights
 // 6 word ops + 7 byte ops + 4 FADDs (bytes_f32.wgsl) + 4 FMAs, against ~50
 // ops before (docs/perf-journal.md, session 7 helper kquant). A split
-// repack with fewer loads was measured slower (journal): the layout stays.
+// repack (ql and qh in arrays of their own) was measured slower (journal);
+// the 14 bytes of padding a block were faster in both the prefill and the
+// decode head (session 16).
 
-@group(0) @binding(6) var<storage, read> blocks: array<u32>;
+@group(0) @binding(6) var<storage, read> blocks: array<vec4<u32>>;
 
 // Weights 4i..4i+4 of a unit as d·sc·(q − 32) = q·s − 32·s (one FMA),
 // from ql word `lo` (nibble at `ls`: 0 or 4) and qh word `hi` (bits at
@@ -39,17 +42,16 @@ struct Raw {
 
 fn unit_raw(u: u32) -> Raw {
     let j = u % 8u;
-    let w0 = (u / 8u) * 53u;
+    let b = (u / 8u) * 14u;
     let h = j / 4u;
     let k = j % 4u;
-    let l0 = w0 + 16u * h + 8u * (k & 1u);
-    let h0 = w0 + 32u + 8u * h;
-    let sb = 192u + 8u * h + 2u * k;
-    return Raw(vec4<u32>(blocks[l0], blocks[l0 + 1u], blocks[l0 + 2u], blocks[l0 + 3u]),
-        vec4<u32>(blocks[l0 + 4u], blocks[l0 + 5u], blocks[l0 + 6u], blocks[l0 + 7u]),
-        vec4<u32>(blocks[h0], blocks[h0 + 1u], blocks[h0 + 2u], blocks[h0 + 3u]),
-        vec4<u32>(blocks[h0 + 4u], blocks[h0 + 5u], blocks[h0 + 6u], blocks[h0 + 7u]),
-        blocks[w0 + sb / 4u], blocks[w0 + 52u], j);
+    // ql: vec4s 4h + 2(k & 1) and the next; qh: 8 + 2h and the next; sc:
+    // vec4 12 (its word 2h + k / 2 holds the unit's two scale bytes); d:
+    // the low half of vec4 13's first word.
+    let l0 = b + 4u * h + 2u * (k & 1u);
+    let h0 = b + 8u + 2u * h;
+    return Raw(blocks[l0], blocks[l0 + 1u], blocks[h0], blocks[h0 + 1u],
+        blocks[b + 12u][2u * h + k / 2u], blocks[b + 13u].x, j);
 }
 
 // Written out (no array filled in a loop) so the unit stays in registers.

@@ -30,10 +30,10 @@ fn legacy_repacks_and_q6_k_pad_keep_every_byte() {
     assert!(repack::repack_q8_0(&blocks[..33]).is_err());
     let blocks: Vec<u8> = (0..210 * 2).map(|i| (i % 251) as u8).collect();
     let p = repack::pad_q6_k(&blocks).unwrap();
-    assert_eq!(p.len(), 424);
+    assert_eq!(p.len(), 448);
     assert_eq!(&p[..210], &blocks[..210]);
-    assert_eq!(&p[210..212], &[0, 0]);
-    assert_eq!(&p[212..422], &blocks[210..]);
+    assert_eq!(&p[210..224], &[0; 14]);
+    assert_eq!(&p[224..434], &blocks[210..]);
     assert!(repack::pad_q6_k(&blocks[..209]).is_err());
     let blocks: Vec<u8> = (0..22 * 3).map(|i| i as u8).collect();
     let (s, q) = repack::repack_q5_0(&blocks).unwrap();

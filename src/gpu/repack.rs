@@ -17,7 +17,7 @@
 //! qh and qs) split the same way after their 2-byte scale, Q4_1 (20 B) and
 //! Q5_1 (24 B) after their 4-byte scale and min; IQ4_NL has Q4_0's block
 //! (its nibbles index a codebook) and splits as Q4_0 does. Q6_K's 210-byte
-//! super-blocks are padded to 212 and Q3_K's 110-byte ones to 112. The other
+//! super-blocks are padded to 224 and Q3_K's 110-byte ones to 112. The other
 //! formats need nothing: floats, Q4_K / Q5_K, whose 144- and 176-byte
 //! super-blocks are whole vec4s, and Q2_K / IQ4_XS (84 and 136 bytes, whole
 //! words).
@@ -152,10 +152,10 @@ pub fn repack_q5_1(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     split(blocks, 4, 20, "Q5_1")
 }
 
-/// Pad each 210-byte Q6_K super-block to 212 bytes so every block starts on
-/// a word (shaders/q6_k.wgsl reads it as `array<u32>`).
+/// Pad each 210-byte Q6_K super-block to 224 bytes so every block starts on
+/// a vec4 (shaders/q6_k.wgsl reads it as `array<vec4<u32>>`).
 pub fn pad_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
-    pad(blocks, 210, 212, "Q6_K")
+    pad(blocks, 210, 224, "Q6_K")
 }
 
 /// Pad each 110-byte Q3_K super-block to 112 bytes (28 words) so every

@@ -281,8 +281,8 @@ impl<'a> Uploader<'a> {
             )));
         }
         let row_bytes = srcs[0].row_bytes;
-        // Q6_K grows by 2/210 when padded; budget for it on every format.
-        let bytes_per_row = (row_bytes * n_mat * srcs.len()) as u64 * 212 / 210 + 1;
+        // Q6_K grows by 14/210 when padded; budget for it on every format.
+        let bytes_per_row = (row_bytes * n_mat * srcs.len()) as u64 * 224 / 210 + 1;
         let rows_per_part = ((self.limit / bytes_per_row) as usize).clamp(1, rows);
         let mut parts = Vec::new();
         let mut raw;
