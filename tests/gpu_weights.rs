@@ -21,7 +21,7 @@ fn q4_0_repack_keeps_every_byte() {
 }
 
 #[test]
-fn legacy_repacks_and_q6_k_pad_keep_every_byte() {
+fn repacks_and_pads_keep_every_byte() {
     let blocks: Vec<u8> = (0..34 * 2).map(|i| i as u8).collect();
     let (s, q) = repack::repack_q8_0(&blocks).unwrap();
     assert_eq!(s, vec![0, 1, 34, 35]);
@@ -61,6 +61,15 @@ fn legacy_repacks_and_q6_k_pad_keep_every_byte() {
     assert_eq!(&p[110..112], &[0, 0]);
     assert_eq!(&p[112..222], &blocks[110..]);
     assert!(repack::pad_q3_k(&blocks[..109]).is_err());
+    let blocks: Vec<u8> = (0..136 * 2).map(|i| (i % 251) as u8).collect();
+    let p = repack::rotate_iq4_xs(&blocks).unwrap();
+    assert_eq!(p.len(), 288);
+    assert_eq!(&p[..128], &blocks[8..136]);
+    assert_eq!(&p[128..136], &blocks[..8]);
+    assert_eq!(&p[136..144], &[0; 8]);
+    assert_eq!(&p[144..272], &blocks[144..272]);
+    assert_eq!(&p[272..280], &blocks[136..144]);
+    assert!(repack::rotate_iq4_xs(&blocks[..135]).is_err());
 }
 
 /// The embedding gather (embed.wgsl) against the dequantized rows: every

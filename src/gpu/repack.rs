@@ -17,10 +17,11 @@
 //! qh and qs) split the same way after their 2-byte scale, Q4_1 (20 B) and
 //! Q5_1 (24 B) after their 4-byte scale and min; IQ4_NL has Q4_0's block
 //! (its nibbles index a codebook) and splits as Q4_0 does. Q6_K's 210-byte
-//! super-blocks are padded to 224 and Q3_K's 110-byte ones to 112. The other
-//! formats need nothing: floats, Q4_K / Q5_K, whose 144- and 176-byte
-//! super-blocks are whole vec4s, and Q2_K / IQ4_XS (84 and 136 bytes, whole
-//! words).
+//! super-blocks are padded to 224 and Q3_K's 110-byte ones to 112; IQ4_XS's
+//! 136-byte ones move their 8-byte head behind the nibbles and pad to 144
+//! (every unit's nibbles one vec4). The other formats need nothing: floats,
+//! Q4_K / Q5_K, whose 144- and 176-byte super-blocks are whole vec4s, and
+//! Q2_K (84 bytes, whole words).
 
 use crate::error::{Error, Result};
 
@@ -57,14 +58,17 @@ pub fn split_into(blocks: &[u8], head: usize, tail: usize, heads: &mut [u8], tai
 
 /// `from`-byte blocks into `out` with `to`-byte strides (zero tails), on
 /// all cores.
-fn pad_into(blocks: &[u8], from: usize, to: usize, out: &mut [u8]) {
+/// Each `from`-byte block into `to` bytes: its bytes from `rot` on, then
+/// its first `rot`, then zeros.
+fn pad_into(blocks: &[u8], from: usize, to: usize, rot: usize, out: &mut [u8]) {
     let n = blocks.len() / from;
     let per = n.div_ceil(threads_for(n)).max(1);
     std::thread::scope(|s| {
         for (src, dst) in blocks.chunks(per * from).zip(out.chunks_mut(per * to)) {
             s.spawn(move || {
                 for (b, o) in src.chunks_exact(from).zip(dst.chunks_exact_mut(to)) {
-                    o[..from].copy_from_slice(b);
+                    o[..from - rot].copy_from_slice(&b[rot..]);
+                    o[from - rot..from].copy_from_slice(&b[..rot]);
                     o[from..].fill(0);
                 }
             });
@@ -158,15 +162,27 @@ pub fn pad_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
     pad(blocks, 210, 224, "Q6_K")
 }
 
-/// Pad each 110-byte Q3_K super-block to 112 bytes (28 words) so every
-/// block starts on a word (shaders/q3_k.wgsl reads it as `array<u32>`).
+/// Each 136-byte IQ4_XS super-block with its 8-byte head (d, the scales)
+/// moved behind its 128 bytes of nibbles and padded to 144 bytes, so
+/// every block and every unit's nibbles start on a vec4
+/// (shaders/iq4_xs.wgsl reads it as `array<vec4<u32>>`).
+pub fn rotate_iq4_xs(blocks: &[u8]) -> Result<Vec<u8>> {
+    pad_rotated(blocks, 136, 144, 8, "IQ4_XS")
+}
+
+/// Pad each 110-byte Q3_K super-block to 112 bytes (7 vec4s) so every
+/// block starts on a vec4 (shaders/q3_k.wgsl reads it as `array<vec4<u32>>`).
 pub fn pad_q3_k(blocks: &[u8]) -> Result<Vec<u8>> {
     pad(blocks, 110, 112, "Q3_K")
 }
 
 fn pad(blocks: &[u8], from: usize, to: usize, what: &str) -> Result<Vec<u8>> {
+    pad_rotated(blocks, from, to, 0, what)
+}
+
+fn pad_rotated(blocks: &[u8], from: usize, to: usize, rot: usize, what: &str) -> Result<Vec<u8>> {
     let n = whole(blocks, from, what)?;
     let mut out = vec![0u8; to * n];
-    pad_into(blocks, from, to, &mut out);
+    pad_into(blocks, from, to, rot, &mut out);
     Ok(out)
 }

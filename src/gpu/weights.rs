@@ -79,10 +79,10 @@ fn format_of(t: &TensorInfo) -> Result<Format> {
 /// Raw GGUF blocks → the arrays `format`'s kernel binds (the tests upload
 /// their random matrices through it too). The legacy blocks (Q4_0, Q4_1,
 /// Q5_0, Q5_1, Q8_0, IQ4_NL) are split into aligned scale and quant arrays
-/// and Q6_K / Q3_K are padded to whole words (`repack.rs` draws each
-/// layout); the float formats and Q2_K / Q4_K / Q5_K / IQ4_XS (super-blocks
-/// of 84, 144, 176 and 136 bytes, already word aligned) are read as the
-/// file has them.
+/// and Q6_K / Q3_K / IQ4_XS are padded to whole vec4s (`repack.rs` draws
+/// each layout); the float formats and Q2_K / Q4_K / Q5_K (super-blocks of
+/// 84, 144 and 176 bytes, already word aligned) are read as the file has
+/// them.
 pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
     let pair = |(a, b)| vec![a, b];
     Ok(match format {
@@ -92,13 +92,10 @@ pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
         Format::Q5_1 => pair(repack::repack_q5_1(raw)?),
         Format::Q8_0 => pair(repack::repack_q8_0(raw)?),
         Format::IQ4NL => pair(repack::repack_iq4_nl(raw)?),
-        Format::F32
-        | Format::F16
-        | Format::BF16
-        | Format::Q2K
-        | Format::Q4K
-        | Format::Q5K
-        | Format::IQ4XS => vec![raw.to_vec()],
+        Format::F32 | Format::F16 | Format::BF16 | Format::Q2K | Format::Q4K | Format::Q5K => {
+            vec![raw.to_vec()]
+        }
+        Format::IQ4XS => vec![repack::rotate_iq4_xs(raw)?],
         Format::Q6K => vec![repack::pad_q6_k(raw)?],
         Format::Q3K => vec![repack::pad_q3_k(raw)?],
     })
