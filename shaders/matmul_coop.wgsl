@@ -15,16 +15,19 @@ enable wgpu_cooperative_matrix;
 // columns) invocation i dequantizes unit i % 2 of weight row i / 2 into
 // `wa` (the format's stage_load / stage_store: stage_raw.wgsl or
 // stage_unit.wgsl) and four x vec4s of the tile into `xs`, both as f16;
-// then subgroup s multiplies weight rows 16s..16s+16 (A) by the tile's
-// four 16-token quarters (B: column n is token n) into its four f32
-// accumulators (C), each A fragment loaded once for the four. The next
+// then subgroup s multiplies two 16-row blocks of weights (A: rows
+// 32·(s % 4) ..+32) by two 16-token quarters of the tile (B: column n is
+// token n; quarters 2·((s / 4) % 2) and the next) into its four f32
+// accumulators (C), two A and two B fragments loaded a k-block for four
+// products (one row block by all four quarters loaded each B fragment in
+// all eight subgroups: H100 pp512 +2%, session 16). The next
 // step's weights and x are loaded before this step's products and held
 // through them (raw words where the format splits unit_load). With
 // GATE_UP `wa` holds OUT gate rows then the same OUT up rows. After the
 // last step each quarter's accumulators go to `cs` (column-major: token
 // n's row r at n·ROWS + r), from which the epilogue (silu(gate)·up,
 // ACCUM) writes y. Subgroups of 4 to 64 lanes: with fewer than 8
-// subgroups (WIDE) each takes a second 16-row block.
+// subgroups (four of 64 lanes, WIDE) each also takes quarters 2 and 3.
 //
 // Why these layouts (H100 measurements in docs/perf-journal.md, session
 // 10): the weights' loads and dequantization, not the tensor-core
@@ -68,8 +71,8 @@ alias MatC = coop_mat16x16<f32, C>;
 override GATE_UP: bool = false;
 override ACCUM: bool = false;
 // Subgroups may be wider than 32 lanes (fewer than BLOCKS subgroups): each
-// then takes a second block. Off where they cannot be, so the second
-// block's accumulators take no registers.
+// then takes the other two quarters too. Off where they cannot be, so
+// those accumulators take no registers.
 override WIDE: bool = true;
 
 struct Params {
@@ -144,6 +147,10 @@ fn load_a(o: u32) -> MatA {
     return coopLoad<MatA>(&wa[o], AS);
 }
 
+fn load_b(o: u32) -> MatB {
+    return coopLoad<MatB>(&xs[o], KS);
+}
+
 fn mma(a: MatA, b: MatB, c: MatC) -> MatC {
     return coopMultiplyAdd(a, b, c);
 }
@@ -172,16 +179,18 @@ fn x_at(tile: vec4<u32>, j: u32, z: u32, q: u32) -> u32 {
     return (a / p.x_div) * p.x_tok + z * p.x_stride + q;
 }
 
-// Accumulators `c` (row block b) and `c2` (row block b2, where it exists)
-// of token quarter h into cs, then the epilogue; barriers around it for cs.
-fn finish(c: MatC, c2: MatC, b: u32, b2: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
-    let o = b * 16u;
-    let o2 = b2 * 16u;
-    if b < BLOCKS {
+// Token quarter h's accumulators of row blocks rb and rb + 1 into cs: `c`
+// and `c2` where `on`, or (the second set of a wide subgroup) `e` and `e2`
+// where `on2`; then the epilogue; barriers around it for cs.
+fn finish(c: MatC, c2: MatC, on: bool, e: MatC, e2: MatC, on2: bool, rb: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
+    let o = rb * 16u;
+    if on {
         coopStore(c, &cs[o], ROWS);
+        coopStore(c2, &cs[o + 16u], ROWS);
     }
-    if WIDE && b2 < BLOCKS {
-        coopStore(c2, &cs[o2], ROWS);
+    if WIDE && on2 {
+        coopStore(e, &cs[o], ROWS);
+        coopStore(e2, &cs[o + 16u], ROWS);
     }
     workgroupBarrier();
     write_out(lid, tile, h, r0, z);
@@ -253,17 +262,23 @@ fn main(
     let xo1 = x_at(tile, j + 16u, wid.z, q);
     let xo2 = x_at(tile, j + 32u, wid.z, q);
     let xo3 = x_at(tile, j + 48u, wid.z, q);
-    // A second block per subgroup only where subgroups are wider than 32.
-    let b2 = sg + n_sg;
-    // c<block><quarter>: block sg (0) and b2 (1)
+    // Subgroup s owns row blocks rb, rb + 1 and token quarters hq, hq + 1:
+    // two A and two B fragments a k-block for four products (one A and
+    // four B took a quarter more fragment loads). Subgroups 8 and up idle.
+    // Wide subgroups (four of 64 lanes) also own quarters 2 and 3 (`e`).
+    let busy = sg < BLOCKS;
+    let second = WIDE && n_sg < BLOCKS;
+    let rb = 2u * (sg % 4u);
+    let hq = 2u * ((sg / 4u) % 2u);
+    // c<row block><quarter>, relative to (rb, hq); e the same at hq + 2
     var c00 = MatC();
     var c01 = MatC();
-    var c02 = MatC();
-    var c03 = MatC();
     var c10 = MatC();
     var c11 = MatC();
-    var c12 = MatC();
-    var c13 = MatC();
+    var e00 = MatC();
+    var e01 = MatC();
+    var e10 = MatC();
+    var e11 = MatC();
     // The next step's weights and x are loaded before this step's products,
     // so their latency overlaps them.
     var w = load_unit(base, lu);
@@ -284,31 +299,33 @@ fn main(
         x2 = load_x(xo2, q, u0 + KU);
         x3 = load_x(xo3, q, u0 + KU);
         for (var k = 0u; k < KU * 32u; k += 16u) {
-            let b0 = coopLoad<MatB>(&xs[k], KS);
-            let b1 = coopLoad<MatB>(&xs[16u * KS + k], KS);
-            let b2v = coopLoad<MatB>(&xs[32u * KS + k], KS);
-            let b3 = coopLoad<MatB>(&xs[48u * KS + k], KS);
             // Column k of the step: its unit's half of wa.
             let ka = (k / 32u) * HALF + (k % 32u) * AS;
-            if sg < BLOCKS {
-                let a = load_a(ka + 16u * sg);
-                c00 = mma(a, b0, c00);
-                c01 = mma(a, b1, c01);
-                c02 = mma(a, b2v, c02);
-                c03 = mma(a, b3, c03);
-            }
-            if WIDE && b2 < BLOCKS {
-                let a = load_a(ka + 16u * b2);
-                c10 = mma(a, b0, c10);
-                c11 = mma(a, b1, c11);
-                c12 = mma(a, b2v, c12);
-                c13 = mma(a, b3, c13);
+            if busy {
+                let a0 = load_a(ka + 16u * rb);
+                let a1 = load_a(ka + 16u * rb + 16u);
+                let b0 = load_b(hq * 16u * KS + k);
+                let b1 = load_b(hq * 16u * KS + 16u * KS + k);
+                c00 = mma(a0, b0, c00);
+                c01 = mma(a0, b1, c01);
+                c10 = mma(a1, b0, c10);
+                c11 = mma(a1, b1, c11);
+                if second {
+                    let b2 = load_b(32u * KS + k);
+                    let b3 = load_b(48u * KS + k);
+                    e00 = mma(a0, b2, e00);
+                    e01 = mma(a0, b3, e01);
+                    e10 = mma(a1, b2, e10);
+                    e11 = mma(a1, b3, e11);
+                }
             }
         }
         workgroupBarrier();
     }
-    finish(c00, c10, sg, b2, lid, tile, 0u, r0, wid.z);
-    finish(c01, c11, sg, b2, lid, tile, 1u, r0, wid.z);
-    finish(c02, c12, sg, b2, lid, tile, 2u, r0, wid.z);
-    finish(c03, c13, sg, b2, lid, tile, 3u, r0, wid.z);
+    let lo = busy && hq == 0u;
+    let hi = busy && hq == 2u;
+    finish(c00, c10, lo, e00, e10, false, rb, lid, tile, 0u, r0, wid.z);
+    finish(c01, c11, lo, e01, e11, false, rb, lid, tile, 1u, r0, wid.z);
+    finish(c00, c10, hi, e00, e10, busy && second, rb, lid, tile, 2u, r0, wid.z);
+    finish(c01, c11, hi, e01, e11, busy && second, rb, lid, tile, 3u, r0, wid.z);
 }
