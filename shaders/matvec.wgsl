@@ -91,10 +91,14 @@ struct Params {
 @group(0) @binding(4) var<storage, read> sel: array<u32>;
 @group(0) @binding(5) var<storage, read> sel_w: array<f32>;
 
-/// Units of x staged at a time: attn_output's 160 units are two chunks,
-/// and xs (10 KiB) with split_w and the reduction prelude's arrays stays
-/// within the 16 KiB of workgroup memory glmw asks of an adapter.
-const XCHUNK: u32 = 80u;
+/// Units of x staged at a time: the 64-unit rows (2048 columns) are one
+/// chunk, attn_output's 160 units three. xs (8 KiB) with split_w and the
+/// reduction prelude's arrays stays within the 16 KiB of workgroup memory
+/// glmw asks of an adapter. The decode matvecs are sensitive to it: on the
+/// H100, 96 units lost 10% of tg128, 80 (attn_output in two chunks) was
+/// 1.5% slower than 64 in the GPU-timed token (docs/perf-journal.md,
+/// sessions 15 and 16).
+const XCHUNK: u32 = 64u;
 
 // The staged chunk of x: vec4 i (unit i / 8, its vec4 k = i % 8) at slot
 // xs_slot(i), i.e. vec4 k of each unit rotated by the unit's index, so the

@@ -476,7 +476,7 @@ fn matvec_norm_and_accum() {
             accum: true,
             ..plain(IQ4XS, 256, 5)
         },
-        // x staged in three chunks (matvec.wgsl XCHUNK = 80 units), the
+        // x staged in three chunks (matvec.wgsl XCHUNK = 64 units), the
         // last one partial: Σx² and the norm weight across chunks
         Case {
             norm: true,
