@@ -56,10 +56,8 @@ pub fn split_into(blocks: &[u8], head: usize, tail: usize, heads: &mut [u8], tai
     });
 }
 
-/// `from`-byte blocks into `out` with `to`-byte strides (zero tails), on
-/// all cores.
-/// Each `from`-byte block into `to` bytes: its bytes from `rot` on, then
-/// its first `rot`, then zeros.
+/// `from`-byte blocks into `out` with `to`-byte strides, on all cores:
+/// each block's bytes from `rot` on, then its first `rot`, then zeros.
 fn pad_into(blocks: &[u8], from: usize, to: usize, rot: usize, out: &mut [u8]) {
     let n = blocks.len() / from;
     let per = n.div_ceil(threads_for(n)).max(1);

@@ -278,7 +278,8 @@ impl<'a> Uploader<'a> {
             )));
         }
         let row_bytes = srcs[0].row_bytes;
-        // Q6_K grows by 14/210 when padded; budget for it on every format.
+        // Of the formats padded at load, Q6_K grows most (210 → 224 bytes a
+        // super-block); budget for that on every format.
         let bytes_per_row = (row_bytes * n_mat * srcs.len()) as u64 * 224 / 210 + 1;
         let rows_per_part = ((self.limit / bytes_per_row) as usize).clamp(1, rows);
         let mut parts = Vec::new();
