@@ -28,7 +28,8 @@
 // row i (unit_load) into `ws` and copies x vec4 i % 8 of the tile's tokens
 // i / 8 + 8m (m < 4) into `xs`,
 // both as f32 and column-major (one vec4 = 4 rows or 4 tokens of one
-// column); after a barrier invocation (g, t) = (lid / 8, lid % 8) owns the
+// column); after a barrier invocation (g, t) = ((lid / 4) % 8,
+// 4·(lid / 32) + lid % 4) owns the
 // register tile of rows 4g..4g+4 and 32+4g..32+4g+4 (with GATE_UP: gate
 // rows and their up rows, so the epilogue is local) by tokens 4t..4t+4:
 // eight named vec4 accumulators, 32 FMAs per column from three vec4
@@ -38,10 +39,10 @@
 // - FMAs: 64 rows · 32 tokens · 32 columns = 65,536 per workgroup, 1,024
 //   per invocation (8 rows · 4 tokens · 32 columns).
 // - Workgroup-memory loads: 3 vec4 per column per invocation, 96 per step:
-//   10.7 FMAs per load (2.7 per float). In a 32-lane subgroup (4 row
-//   groups × 8 token groups) a `ws` load reads 4 distinct vec4 and an `xs`
-//   load 8 (128 bytes, `xs`'s swizzle only permutes them): no bank
-//   conflicts. The staging stores are scalar: a subgroup writes one
+//   10.7 FMAs per load (2.7 per float). In a 32-lane subgroup (8 row
+//   groups × 4 token groups) a `ws` load reads 8 distinct vec4 (128
+//   bytes) and an `xs` load 4 (`xs`'s swizzle only permutes them): no
+//   bank conflicts. The staging stores are scalar: a subgroup writes one
 //   column of 32 consecutive rows to `ws`, and 8 columns × 4 tokens to
 //   `xs` through its swizzle: 32 banks either way, so no padding.
 // - Global loads: 64 weight units (Q4_0: 1,152 bytes) and 256 x vec4
@@ -262,8 +263,12 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let j = lid / 8u;
     let xo = vec4<u32>(x_at(tile, j, wid.z), x_at(tile, j + 8u, wid.z),
         x_at(tile, j + 16u, wid.z), x_at(tile, j + 24u, wid.z)) + q;
-    let g = lid / XV;
-    let t = lid % XV;
+    // A 32-lane subgroup owns tokens 16·(lid / 32) ..+16 of all 64 rows,
+    // so where the tile holds 16 tokens or fewer (an expert's last tile)
+    // the second subgroup skips its products.
+    let g = (lid / 4u) % 8u;
+    let t = 4u * (lid / 32u) + lid % 4u;
+    let busy = 4u * t < tile.z;
     var acc = Acc();
     for (var u = 0u; u < p.units; u++) {
         stage_unit(lid, base + u);
@@ -273,7 +278,9 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         stage_x(j + 16u, q, x[xu.z]);
         stage_x(j + 24u, q, x[xu.w]);
         workgroupBarrier();
-        acc = products(acc, g, t);
+        if busy {
+            acc = products(acc, g, t);
+        }
         workgroupBarrier();
     }
     let r = r0 + 4u * g;

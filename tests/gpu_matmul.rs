@@ -713,6 +713,7 @@ fn moe_routed_group_matmuls_and_sum() {
         // 2 moe_sum workgroups
         moe(Q4_0, Q8_0, 288, 96, 21),
         // 90 assignments, 36 to expert 0: a full tile of 32 and one of 4
+        // (matmul.wgsl's second subgroup skips its products)
         moe(Q4_0, Q8_0, 256, 96, 45),
         // 180 assignments, 72 to expert 0: matmul_coop's 64 and 8
         moe(Q4_0, Q8_0, 128, 96, 90),
