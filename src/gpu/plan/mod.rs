@@ -9,9 +9,9 @@
 //! Per MoE block (14 dispatches, 10 barriers): q_a ∥ kv_a (attn_norm fused
 //! into both), q_b (q_a_norm fused) ∥ kv_append, k_b absorb, attention, v_b
 //! (merging the attention splits), attn_output (+ residual), router logits
-//! (ffn_norm fused) ∥ shared gate+up (ffn_norm fused), router selection
-//! (writes the normed h too), experts gate+up ∥ shared down, experts down
-//! (+ weighted combine + shared output + residual). `a ∥ b`: b follows a
+//! (ffn_norm fused) ∥ shared gate+up (ffn_norm fused), router selection,
+//! experts gate+up (ffn_norm fused) ∥ shared down, experts down (+
+//! weighted combine + shared output + residual). `a ∥ b`: b follows a
 //! with no barrier between them, so the GPU overlaps them. The output head
 //! adds rms_norm, the head matvec and two top-k passes.
 
