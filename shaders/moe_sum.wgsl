@@ -2,10 +2,11 @@
 // y[t·n + r] += Σ_k sel_w[t·n_used + k] · part[(t·n_used + k)·n + r]
 // (part: the routed down matmul's rows, one per assignment).
 //
-// Bindings: 0 params (uniform), 1 part (array<f32>), 2 sel_w (array<f32>),
-// 3 y (array<f32>).
-// Dispatch: (ceil(n / WG), tokens, 1); invocation i of workgroup (x, t)
-// owns y[t·n + x·WG + i].
+// Bindings: 0 params (uniform), 1 part (array<vec4<f32>>), 2 sel_w
+// (array<f32>), 3 y (array<vec4<f32>>): n (n_embd, the next matrices'
+// columns, which the upload holds to multiples of 32) is a multiple of 4.
+// Dispatch: (ops::moe_sum_groups(n), tokens, 1); invocation i of workgroup
+// (x, t) owns y's vec4 x·WG + i of row t.
 
 /// host: gpu::ops::MOE_SUM_WG
 const WG: u32 = 256u;
@@ -18,21 +19,22 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> part: array<f32>;
+@group(0) @binding(1) var<storage, read> part: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> sel_w: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<vec4<f32>>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let n4 = p.n / 4u;
     let r = wid.x * WG + lid;
-    if r >= p.n {
+    if r >= n4 {
         return;
     }
     let t = wid.y;
-    var s = 0.0;
+    var s = vec4<f32>(0.0);
     for (var k = 0u; k < p.n_used; k++) {
         let a = t * p.n_used + k;
-        s += sel_w[a] * part[a * p.n + r];
+        s += sel_w[a] * part[a * n4 + r];
     }
-    y[t * p.n + r] += s;
+    y[t * n4 + r] += s;
 }

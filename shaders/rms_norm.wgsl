@@ -3,10 +3,13 @@
 // ops::matmul_k_parts), added up here.
 //
 // Bindings: 0 params (uniform), 1 x (parts × n_rows × n), 2 g (n), 3 y
-// (n_rows × n).
+// (n_rows × n), all as vec4s: n is a multiple of 4 (every normed row is
+// the input of a matrix, whose columns the upload holds to multiples of
+// 32), and vector loads took the prefill's norms a third as many load
+// instructions as floats did.
 // Dispatch: one workgroup per row; rows past 65535 fold into y
 // (row = wid.y · nwg.x + wid.x).
-// Each invocation owns elements lid, lid + WG, lid + 2·WG, … of its row.
+// Each invocation owns vec4s lid, lid + WG, lid + 2·WG, … of its row.
 
 const WG: u32 = 256u;
 
@@ -18,15 +21,15 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> g: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<vec4<f32>>;
 
-// Element i of x: the sum of its parts.
-fn xv(i: u32) -> f32 {
+// Vec4 i of x: the sum of its parts.
+fn xv(i: u32) -> vec4<f32> {
     var v = x[i];
     for (var s = 1u; s < p.parts; s++) {
-        v += x[s * p.n_rows * p.n + i];
+        v += x[s * p.n_rows * (p.n / 4u) + i];
     }
     return v;
 }
@@ -37,14 +40,15 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     if row >= p.n_rows {
         return;
     }
-    let base = row * p.n;
+    let n4 = p.n / 4u;
+    let base = row * n4;
     var ss = 0.0;
-    for (var i = ids.lid; i < p.n; i += WG) {
+    for (var i = ids.lid; i < n4; i += WG) {
         let v = xv(base + i);
-        ss += v * v;
+        ss += dot(v, v);
     }
     let scale = inverseSqrt(wg_sum(ss, ids) / f32(p.n) + p.eps);
-    for (var i = ids.lid; i < p.n; i += WG) {
+    for (var i = ids.lid; i < n4; i += WG) {
         y[base + i] = xv(base + i) * scale * g[i];
     }
 }

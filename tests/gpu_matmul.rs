@@ -617,7 +617,7 @@ fn moe_sum(pipes: &Pipelines, n_used: usize, part: &[f32], sel_w: &[f32], y0: &[
     let partb = gpu.storage("part", bytemuck::cast_slice(part)).unwrap();
     let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w)).unwrap();
     let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
-    let wg = [(n as u32).div_ceil(ops::MOE_SUM_WG), n_tok as u32, 1];
+    let wg = [ops::moe_sum_groups(n), n_tok as u32, 1];
     let bufs = ops::MoeSumBindings {
         p: &pb,
         part: &partb,

@@ -168,6 +168,8 @@ pub fn grid(n: u32) -> [u32; 3] {
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct RmsNormParams {
+    /// Floats a row: a multiple of 4 (rms_norm.wgsl reads vec4s; every
+    /// normed row is a matrix's input, whose columns are multiples of 32).
     pub n: u32,
     pub eps: f32,
     pub n_rows: u32,
@@ -367,6 +369,12 @@ pub struct MoeSumParams {
 
 /// Invocations per moe_sum workgroup (shaders/moe_sum.wgsl `WG`).
 pub const MOE_SUM_WG: u32 = 256;
+
+/// moe_sum's workgroups per token for rows of `n` floats (a multiple of 4:
+/// an invocation owns a vec4).
+pub fn moe_sum_groups(n: usize) -> u32 {
+    (n as u32).div_ceil(4 * MOE_SUM_WG)
+}
 
 /// Top-k pass 1: a workgroup per this many logits, so the 154,880-wide
 /// vocabulary gets ~150 slices, at most TOPK_MAX_WG of them, so pass 2 (one

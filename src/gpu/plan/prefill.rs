@@ -624,7 +624,7 @@ impl Builder<'_> {
             b.matmul(&m.down_exps, down)
         })?;
         let grid = [
-            Dim::Fixed((e as u32).div_ceil(ops::MOE_SUM_WG)),
+            Dim::Fixed(ops::moe_sum_groups(e)),
             Dim::Tokens,
             Dim::Fixed(1),
         ];
