@@ -1,8 +1,10 @@
 // Appends tokens' rows to one layer's latent KV cache: for token t,
 // row steps[t].pos = [RMSNorm(c[0..n_kv]) · g ‖ rope(c[n_kv..n_kv + n_rot])]
-// in f16, c = ckv[t·(n_kv + n_rot) ..], the sum of ckv's `parts` planes
-// (`plane` floats apart: a split-K matmul's partial sums,
-// ops::matmul_k_parts).
+// in f16, c = ckv[off + t·(n_kv + n_rot) ..], the sum of ckv's `parts`
+// planes (`plane` floats apart: a split-K matmul's partial sums,
+// ops::matmul_k_parts). The prefill's kv_a planes follow q_a's in one
+// buffer (`off` floats in), so that kv_append reads a buffer already in
+// the read state and runs beside q_b with no barrier.
 //
 // Bindings: 0 params (uniform), 1 steps (array<Step>: position, rope
 // table), 2 ckv (array<f32>, kv_a_mqa output), 3 g (array<f32>,
@@ -20,7 +22,7 @@ struct Params {
     eps: f32,
     parts: u32,
     plane: u32,
-    _pad0: u32,
+    off: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -33,9 +35,9 @@ struct Params {
 
 // Element i of ckv: the sum of its parts.
 fn c_at(i: u32) -> f32 {
-    var v = ckv[i];
+    var v = ckv[p.off + i];
     for (var s = 1u; s < p.parts; s++) {
-        v += ckv[s * p.plane + i];
+        v += ckv[p.off + s * p.plane + i];
     }
     return v;
 }

@@ -48,9 +48,11 @@ fn halves(words: &[u32]) -> Vec<f32> {
 fn kv_append_matches_reference() {
     let gpu = common::gpu();
     let mut worst = 0f32;
-    // (n_kv, n_rot, parts): ckv as one row, or as the sum of a split-K
-    // matmul's planes (`plane` floats apart) that kv_append adds up.
-    for (n_kv, n_rot, parts) in [(512usize, 64usize, 1usize), (64, 16, 3)] {
+    // (n_kv, n_rot, parts, off): ckv as one row, or as the sum of a
+    // split-K matmul's planes (`plane` floats apart) that kv_append adds
+    // up, starting `off` floats into the binding (the prefill's kv_a planes
+    // follow q_a's; the floats before them are NaN here).
+    for (n_kv, n_rot, parts, off) in [(512usize, 64usize, 1usize, 0usize), (64, 16, 3, 5)] {
         let row = n_kv + n_rot;
         let plane = row + 3;
         let n_ctx = 7;
@@ -67,7 +69,8 @@ fn kv_append_matches_reference() {
                 eps: EPS,
                 parts: parts as u32,
                 plane: plane as u32,
-                _pad: [0; 3],
+                off: off as u32,
+                _pad: [0; 2],
             },
         );
         for pipes in common::pipelines() {
@@ -77,7 +80,11 @@ fn kv_append_matches_reference() {
                     bytemuck::cast_slice(&vec![NAN_PAIR; n_ctx * row / 2]),
                 )
                 .unwrap();
-            let ckv_b = gpu.scratch("ckv", 4 * (parts * plane) as u64).unwrap();
+            let ckv_b = gpu
+                .scratch("ckv", 4 * (off + parts * plane) as u64)
+                .unwrap();
+            gpu.queue
+                .write_buffer(&ckv_b, 0, bytemuck::cast_slice(&vec![f32::NAN; off]));
             let step_b = gpu
                 .storage("step", bytemuck::bytes_of(&Step::new(0, &[])))
                 .unwrap();
@@ -101,7 +108,7 @@ fn kv_append_matches_reference() {
                     .collect();
                 let cs = cpu::rope_cos_sin(pos, n_rot, ROPE_BASE, None);
                 gpu.queue
-                    .write_buffer(&ckv_b, 0, bytemuck::cast_slice(&planes));
+                    .write_buffer(&ckv_b, 4 * off as u64, bytemuck::cast_slice(&planes));
                 gpu.queue
                     .write_buffer(&step_b, 0, bytemuck::bytes_of(&Step::new(pos, &cs)));
                 ops::run(gpu, std::slice::from_ref(&d)).unwrap();

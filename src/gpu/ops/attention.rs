@@ -81,7 +81,9 @@ pub struct KvAppendParams {
     /// Planes of ckv (`matmul_k_parts`; 1) and the floats between them.
     pub parts: u32,
     pub plane: u32,
-    pub _pad: [u32; 3],
+    /// Where the first plane starts in the ckv binding (floats).
+    pub off: u32,
+    pub _pad: [u32; 2],
 }
 
 /// Attention's params; the latent width is the pipeline's `N_KV` override
@@ -310,7 +312,8 @@ impl KvAppendParams {
             eps: c.rms_eps,
             parts: 1,
             plane: 0,
-            _pad: [0; 3],
+            off: 0,
+            _pad: [0; 2],
         }
     }
 }

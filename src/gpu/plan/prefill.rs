@@ -14,11 +14,13 @@
 //! where `ops::attention_coop_fits`, else attention.wgsl once per token
 //! in one split.
 //!
-//! Per MoE block: attn_norm, q_a, q_a_norm, q_b, kv_a, kv_append, k_b,
+//! Per MoE block: attn_norm, q_a, kv_a, q_a_norm, q_b ∥ kv_append, k_b,
 //! attention (+ merge), v_b, attn_output (+ residual), ffn_norm, router logits, router
 //! selection, grouping, experts gate+up, experts down, the weighted sum
 //! (+ residual), shared gate+up, shared down (+ residual): the norms are
 //! dispatches of their own, since the matmuls read whole rows many times.
+//! `a ∥ b`: no barrier before b (it reads buffers already in the read
+//! state and writes only its layer's cache, first used there).
 //! Only the last token's logits are needed: the engine copies its residual
 //! row into the decode plan and runs the decode lowering of the head (one
 //! row is what that lowering is for); `head` lowers the head over every
@@ -305,7 +307,7 @@ pub fn build(
     };
     let k = Splits::new(c, gpu.caps.coop, u);
     let a = Acts::new(gpu, c, u, n_used, splits as usize, k)?;
-    let p = Uniforms::new(gpu, c, u, n_used, splits, k);
+    let p = Uniforms::new(gpu, c, u, n_used, splits, k, a.kv_off);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
     let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
@@ -412,41 +414,61 @@ impl Builder<'_> {
         self.lowered(&[AttnNorm], &a.xn, e, |b| {
             b.push(name("attn_norm"), Kernel::RmsNorm, &norm, ROWS)
         })?;
+        // q_a and kv_a leave partial sums where they are split, both in
+        // qkv_a (kv_a's from kv_off on): q_a_norm adds q_a's, kv_append
+        // kv_a's. q_a_norm's read moves qkv_a to the read state, so
+        // kv_append, which writes only its layer's cache, runs after q_b
+        // with no barrier between them.
+        const KV: &[Name] = &[KvCmprPe, KvCmpr, KPe, CacheK];
+        let kv_a = Mm {
+            y_off: a.kv_off,
+            ..Mm::split_k(
+                &a.xn,
+                e,
+                (&a.qkv_a, c.kv_row()),
+                a.k.kv_a,
+                a.k.plane(c.kv_row()),
+            )
+        };
+        let append = KvAppendBindings {
+            p: &p.kv,
+            steps: &a.steps,
+            ckv: &a.qkv_a,
+            g: &lw.kv_a_norm,
+            cache,
+        };
         match &lw.q {
             QWeights::Lora { q_a, q_a_norm, q_b } => {
                 let nq = c.n_lora_q;
                 let norm = RmsNormBindings {
                     p: &p.norm_q,
-                    x: &a.qa,
+                    x: &a.qkv_a,
                     g: q_a_norm,
                     y: &a.qan,
                 };
-                // q_a leaves partial sums where it is split: the norm adds them.
-                self.lowered(&[QA, QANorm], &a.qan, nq, |b| {
-                    let y = (&a.qa, nq);
-                    b.matmul(q_a, Mm::split_k(&a.xn, e, y, a.k.q_a, a.k.plane(nq)))?;
+                self.low.lower(&[QA]);
+                self.matmul(
+                    q_a,
+                    Mm::split_k(&a.xn, e, (&a.qkv_a, nq), a.k.q_a, a.k.plane(nq)),
+                )?;
+                self.low.lower(KV);
+                self.matmul(&lw.kv_a_mqa, kv_a)?;
+                self.lowered(&[QANorm], &a.qan, nq, |b| {
                     b.push(name("q_a_norm"), Kernel::RmsNorm, &norm, ROWS)
                 })?;
                 self.lowered(&[Q], &a.q, n_q, |b| {
                     b.matmul(q_b, Mm::new(&a.qan, nq, &a.q, n_q))
                 })?;
             }
-            QWeights::Direct(wq) => self.lowered(&[Q], &a.q, n_q, |b| {
-                b.matmul(wq, Mm::new(&a.xn, e, &a.q, n_q))
-            })?,
+            QWeights::Direct(wq) => {
+                self.lowered(&[Q], &a.q, n_q, |b| {
+                    b.matmul(wq, Mm::new(&a.xn, e, &a.q, n_q))
+                })?;
+                self.low.lower(KV);
+                self.matmul(&lw.kv_a_mqa, kv_a)?;
+            }
         }
-        // kv_a leaves partial sums where it is split: kv_append adds them.
-        self.low.lower(&[KvCmprPe, KvCmpr, KPe, CacheK]);
-        let y = (&a.ckv, c.kv_row());
-        let kv_a = Mm::split_k(&a.xn, e, y, a.k.kv_a, a.k.plane(c.kv_row()));
-        self.matmul(&lw.kv_a_mqa, kv_a)?;
-        let append = KvAppendBindings {
-            p: &p.kv,
-            steps: &a.steps,
-            ckv: &a.ckv,
-            g: &lw.kv_a_norm,
-            cache,
-        };
+        self.low.lower(KV);
         self.push(name("kv_append"), Kernel::KvAppend, &append, ROWS)?;
         let k_b = Mm {
             heads: (n_head, n_qk, n_lat),

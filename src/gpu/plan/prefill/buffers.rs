@@ -1,7 +1,7 @@
 //! The prefill plan's buffers: the chunk's activations, `ubatch` rows
 //! each, and the kernels' params, the same for every layer.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::context::Gpu;
 use crate::gpu::ops;
 use crate::model::Config;
@@ -42,10 +42,14 @@ pub(super) struct Acts {
     pub(super) tokens: wgpu::Buffer,
     pub(super) x: wgpu::Buffer,
     pub(super) xn: wgpu::Buffer,
-    pub(super) qa: wgpu::Buffer,
+    /// q_a's planes, then kv_a's from float `kv_off` on. One buffer, so
+    /// that q_a_norm's read moves kv_a's planes to the read state too and
+    /// kv_append, which writes only its layer's cache (first used there),
+    /// runs beside q_b with no barrier.
+    pub(super) qkv_a: wgpu::Buffer,
+    pub(super) kv_off: usize,
     pub(super) qan: wgpu::Buffer,
     pub(super) q: wgpu::Buffer,
-    pub(super) ckv: wgpu::Buffer,
     pub(super) q_abs: wgpu::Buffer,
     pub(super) o: wgpu::Buffer,
     /// attention_coop's split outputs (`splits` slots a row; one float
@@ -78,15 +82,22 @@ impl Acts {
         let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
         let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
         let n_qk = c.n_embd_head_qk();
+        let kv_off = k.q_a.checked_mul(k.plane(c.n_lora_q.max(1)));
+        let qkv = kv_off.and_then(|q| q.checked_add(k.kv_a.checked_mul(k.plane(c.kv_row()))?));
+        let (Some(kv_off), Some(qkv)) = (kv_off, qkv) else {
+            return Err(Error::InvalidArgument(format!(
+                "the prefill's q_a and kv_a outputs for {u} tokens overflow"
+            )));
+        };
         Ok(Acts {
             k,
             tokens: s("pf.tokens", &[u])?,
             x: s("pf.x", &[u, c.n_embd])?,
             xn: s("pf.attn_norm", &[u, c.n_embd])?,
-            qa: s("pf.q_a", &[k.q_a, u, c.n_lora_q.max(1)])?,
+            qkv_a: s("pf.q_a_kv_a", &[qkv])?,
+            kv_off,
             qan: s("pf.q_a_norm", &[u, c.n_lora_q.max(1)])?,
             q: s("pf.q", &[u, c.n_head, n_qk])?,
-            ckv: s("pf.kv_a", &[k.kv_a, u, c.kv_row()])?,
             q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
             o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
             o_part: match splits {
@@ -128,6 +139,7 @@ impl Uniforms {
     /// For chunks of up to `u` tokens, `n_used` expert assignments each.
     /// The grouping's and attention_coop's params depend on the chunk:
     /// `Prefill::write_chunk` writes them before each chunk is recorded.
+    /// kv_a's planes start `kv_off` floats into `Acts::qkv_a`.
     pub(super) fn new(
         gpu: &Gpu,
         c: &Config,
@@ -135,6 +147,7 @@ impl Uniforms {
         n_used: usize,
         splits: u32,
         k: Splits,
+        kv_off: usize,
     ) -> Uniforms {
         let norm = |n: usize, parts: usize| {
             gpu.uniform(
@@ -149,6 +162,7 @@ impl Uniforms {
         };
         let plane = |n: usize| k.plane(n) as u32;
         let kv = ops::KvAppendParams {
+            off: kv_off as u32,
             parts: k.kv_a as u32,
             plane: plane(c.kv_row()),
             ..ops::KvAppendParams::new(c)

@@ -26,6 +26,8 @@ pub(super) struct Mm<'a> {
     /// The heads are parts of each row (split-K): head z multiplies the
     /// z-th run of units / parts units into a plane of y of its own.
     pub(super) split_k: bool,
+    /// Floats into y where its first row (or plane) starts.
+    pub(super) y_off: usize,
 }
 
 impl<'a> Mm<'a> {
@@ -46,6 +48,7 @@ impl<'a> Mm<'a> {
             x_div: 1,
             heads: (1, 0, 0),
             split_k: false,
+            y_off: 0,
         }
     }
 
@@ -100,7 +103,7 @@ impl Builder<'_> {
             y_tok: v.y_row as u32,
             x_stride: (v.heads.1 / 4) as u32,
             y_stride: v.heads.2 as u32,
-            y_off: part.row0,
+            y_off: part.row0 + v.y_off as u32,
             row_units: m.units,
             _pad: [0; 2],
         };
