@@ -306,11 +306,7 @@ fn check(c: &Case, seed: u64) -> f64 {
 
 /// The invocations per row ops::matvec gives case `c`.
 fn tpr(c: &Case) -> u32 {
-    let groups = match c.mode {
-        MatvecMode::WeightedSum => c.rows,
-        _ => c.rows * c.slots,
-    };
-    ops::matvec_tpr(c.cols as u32 / 32, groups as u32)
+    ops::matvec_tpr(c.mode, c.cols as u32 / 32, c.rows as u32, c.slots as u32)
 }
 
 fn check_all(name: &str, cases: &[Case]) {

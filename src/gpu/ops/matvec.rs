@@ -42,19 +42,27 @@ pub const MATVEC_WG: u32 = 128;
 /// invocations per row (`matvec_tpr`).
 pub const MATVEC_NARROW_GROUPS: u32 = 4096;
 
-/// Invocations per row of a matvec with `groups` row groups (rows × batch
-/// slots; a weighted sum's rows): the most, up to 32, that give every lane
-/// a unit (k_b's 6 units: 4; 8 left two lanes idle and ran tg128 0.8%
-/// slower), at least 4; at most 8 where the dispatch has at least
-/// MATVEC_NARROW_GROUPS groups. Those (q_b's 5120
-/// rows, the routed gate+up's 4 × 1536, the output head) then take a
+/// Invocations per row of a matvec of `rows` rows per matrix over `slots`
+/// batch slots (a weighted sum's slots share its rows) of `units` units
+/// each, not merging attention splits (`COMBINE_ROWS`): the most, up to
+/// 32, that give every lane a unit (k_b's 6 units: 4; 8 left two lanes
+/// idle and ran tg128 0.8% slower), at least 4. Where the dispatch has at
+/// least MATVEC_NARROW_GROUPS row groups (rows × slots; q_b's 5120 rows,
+/// the dense gate+up, the output head) at most 8: those then take a
 /// quarter of the workgroups, each lane dequantizing four times the units:
-/// H100 tg128 +3.5%, where TPR 16 lost 1%, TPR 4 lost 3%, and TPR 8 for the
-/// 2048-row matvecs too (attn_output, the routed down) lost 10%
-/// (docs/perf-journal.md, session 14).
-pub fn matvec_tpr(units: u32, groups: u32) -> u32 {
+/// H100 tg128 +3.5%, where TPR 16 lost 1%, TPR 4 lost 3%, and TPR 8 for
+/// the 2048-row matvecs too (attn_output, the routed down) lost 10%
+/// (docs/perf-journal.md, session 14). The routed gate+up (4 × 1536 row
+/// groups) takes 16, 768 workgroups of four unit pairs a lane: tg128
+/// +0.6-0.8% over 8 (session 18).
+pub fn matvec_tpr(mode: MatvecMode, units: u32, rows: u32, slots: u32) -> u32 {
+    let groups = match mode {
+        MatvecMode::WeightedSum => rows,
+        _ => rows.saturating_mul(slots),
+    };
     let tpr = (1u32 << (31 - units.max(1).leading_zeros())).clamp(4, 32);
     match groups >= MATVEC_NARROW_GROUPS {
+        true if mode == MatvecMode::GateUp && slots > 1 => tpr.min(16),
         true => tpr.min(8),
         false => tpr,
     }
@@ -133,14 +141,9 @@ pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -
             s.mode
         )));
     }
-    let tpr = if combine {
-        MATVEC_WG / COMBINE_ROWS
-    } else {
-        let groups = match s.mode {
-            MatvecMode::WeightedSum => s.params.rows,
-            _ => s.params.rows.saturating_mul(s.slots),
-        };
-        matvec_tpr(s.params.units, groups)
+    let tpr = match combine {
+        true => MATVEC_WG / COMBINE_ROWS,
+        false => matvec_tpr(s.mode, s.params.units, s.params.rows, s.slots),
     };
     let o = MatvecOverrides {
         mode: match s.mode {
@@ -175,25 +178,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn matvecs_of_many_rows_take_eight_lanes_a_row() {
-        // (units, row groups) -> invocations per row
-        for (units, groups, tpr) in [
-            (64, 768, 32),   // q_a
-            (160, 2048, 32), // attn_output
-            (48, 2048, 32),  // the routed down (a weighted sum's rows)
-            (24, 5120, 8),   // q_b
-            (64, 6144, 8),   // the routed gate+up, 4 slots
-            (64, 154_880, 8),
-            (6, 10_240, 4), // k_b: every lane has a unit
-            (3, 10_240, 4),
-            (8, 100, 8),
-            (31, 100, 16),
-            (64, MATVEC_NARROW_GROUPS - 1, 32),
+    fn matvecs_of_many_rows_take_fewer_lanes_a_row() {
+        use MatvecMode::*;
+        // (mode, units, rows, slots) -> invocations per row
+        for (mode, units, rows, slots, tpr) in [
+            (Plain, 64, 768, 1, 32),        // q_a
+            (Plain, 160, 2048, 1, 32),      // attn_output
+            (WeightedSum, 48, 2048, 4, 32), // the routed down
+            (Plain, 24, 5120, 1, 8),        // q_b
+            (GateUp, 64, 1536, 4, 16),      // the routed gate+up
+            (GateUp, 64, 10_240, 1, 8),     // the dense gate+up
+            (GateUp, 64, 1536, 1, 32),      // the shared gate+up
+            (Plain, 64, 154_880, 1, 8),     // the output head
+            (Plain, 6, 512, 20, 4),         // k_b: every lane has a unit
+            (Plain, 3, 10_240, 1, 4),
+            (Plain, 8, 100, 1, 8),
+            (Plain, 31, 100, 1, 16),
+            (Plain, 64, MATVEC_NARROW_GROUPS - 1, 1, 32),
         ] {
             assert_eq!(
-                matvec_tpr(units, groups),
+                matvec_tpr(mode, units, rows, slots),
                 tpr,
-                "{units} units, {groups} groups"
+                "{mode:?}: {units} units, {rows} rows × {slots}"
             );
         }
     }
