@@ -126,10 +126,13 @@ pub struct MatvecBuffers<'a> {
 
 /// Row groups per workgroup when the matvec merges attention splits: every
 /// workgroup reads all of its head's splits (up to MAX_SPLITS × n_kv
-/// floats, 256 KB for GLM-4.7-Flash), so attn_v_b's 256 rows per head go
-/// to 8 workgroups (TPR 4), not 16 (TPR 8). With 2 workgroups per head
-/// attn_v_b took 15.4 µs instead of 12.7 on an H100 (journal, session 5).
-const COMBINE_ROWS: u32 = 32;
+/// floats, 256 KB for GLM-4.7-Flash), so the merge is repeated per
+/// workgroup. attn_v_b's 256 rows per head go to 16 workgroups (TPR 8):
+/// H100 tg128 +1.3% over 8 workgroups (TPR 4), and equal at 16,384
+/// positions, where each merges ~100 splits (docs/perf-journal.md, session
+/// 18). With 2 workgroups per head attn_v_b took 15.4 µs instead of 12.7
+/// (session 5).
+const COMBINE_ROWS: u32 = 16;
 
 pub fn matvec(gpu: &Gpu, pipes: &Pipelines, s: &MatvecSpec, b: &MatvecBuffers) -> Result<Dispatch> {
     let combine = matches!(b.g, MatvecSide::Splits(_));
