@@ -243,10 +243,13 @@ fn store(k: u32, hb: u32, slot0: u32, v: u32, val: vec4<f32>) {
 }
 
 @compute @workgroup_size(WG)
-fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let s = wid.x;
     let hb = wid.y * HB;
-    let z = wid.z;
+    // Tokens from the last: a causal chunk's later tokens attend over more
+    // positions, so the longest workgroups start first and the shortest
+    // fill the tail.
+    let z = nwg.z - 1u - wid.z;
     let heads = min(HB, p.n_head - hb);
     let n_split = steps[z].n_split;
     let n_pos = steps[z].n_pos;

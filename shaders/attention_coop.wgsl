@@ -330,11 +330,15 @@ fn main(
 ) {
     let n_rows = p.n_tok * p.n_head;
     let split = wid.x;
-    let row0 = wid.y * M;
     // Workgroup-uniform: the grid covers the chunk's rows.
-    if row0 >= n_rows {
+    let blocks = (n_rows + M - 1u) / M;
+    if wid.y >= blocks {
         return;
     }
+    // Row blocks from the last: a causal chunk's later tokens attend over
+    // more positions, so the longest workgroups start first and the
+    // shortest fill the tail.
+    let row0 = (blocks - 1u - wid.y) * M;
     // The last row's token sees the most positions; the split covers
     // [t_lo, t_hi) of them (all of them in the prefill: one split).
     let last = steps[(min(row0 + M, n_rows) - 1u) / p.n_head];
