@@ -30,8 +30,12 @@ enable wgpu_cooperative_matrix;
 // fragments of its score block (row block (s % 4) / 2, k steps of half
 // s / 4). Per tile of T = 32 positions:
 //   staging: the tile's cache rows go to `cs` with 16-byte loads (PRE
-//            words per invocation; loading them a tile ahead, held through
-//            the tile, was 2% slower: registers);
+//            words per invocation), loaded during the previous tile's
+//            softmax and values (issued after its scores are stored), so
+//            their latency is hidden: with one workgroup per SM nothing
+//            else covers it (pp512 @ d16384 +10.6% on an H100; issued
+//            before the scores or halfway through them, +5-7%: registers
+//            held through the scores' query fragments);
 //   scores:  subgroup s multiplies its queries by position block s % 2
 //            of the tile (B, column-major from cs) into its half of `ss`;
 //   softmax: invocations 8r .. 8r + 8 own row r, four positions each: the
@@ -407,9 +411,9 @@ fn main(
     let row8 = kvr / 8u;
     let walk = vec4<u32>(lid / row8, lid % row8, WG / row8, WG % row8);
     let cb = pb * 16u * CS;
+    var words = tile_load(lid, tile_base(t_lo, t_hi), row8);
     for (var t0 = t_lo; t0 < t_hi; t0 += T) {
         let tb = tile_base(t0, t_hi);
-        let words = tile_load(lid, tb, row8);
         // cs is free: the query fragments are loaded, the last tile's
         // values done.
         workgroupBarrier();
@@ -436,6 +440,10 @@ fn main(
         acc = sstep(acc, q17, k0 + 17u, cb);
         if sg < 8u {
             sstore(acc, sg / 4u, rb, pb);
+        }
+        // The next tile's words, in flight through the softmax and values.
+        if t0 + T < t_hi {
+            words = tile_load(lid, tile_base(t0 + T, t_hi), row8);
         }
         workgroupBarrier();
         let i = r * T + 4u * c;

@@ -25,8 +25,10 @@
 //
 // A workgroup computes a ROWS × TOK block of products, one 32-column unit
 // (K step) at a time. Per step invocation i dequantizes unit u of weight
-// row i (unit_load) into `ws` and copies x vec4 i % 8 of the tile's tokens
-// i / 8 + 8m (m < 4) into `xs`,
+// row i into `ws` and copies x vec4 i % 8 of the tile's tokens
+// i / 8 + 8m (m < 4) into `xs`, both loaded during the step before's
+// products (the format's stage_load: raw words where it has them,
+// stage_raw.wgsl; pp512 --no-coopmat +1.6% on an H100),
 // both as f32 and column-major (one vec4 = 4 rows or 4 tokens of one
 // column); after a barrier invocation (g, t) = ((lid / 4) % 8,
 // 4·(lid / 32) + lid % 4) owns the
@@ -57,7 +59,8 @@
 //   The dequantization (~4 instructions per weight for Q4_0) is ~12% of
 //   the 32 FMAs each weight feeds.
 // - Registers: 32 accumulators + 12 operands + addresses in the product
-//   loop; the staged unit (32 floats) is dead by then: ~70, under 128.
+//   loop, plus the next step's loads held through it (Q4_0: 5 raw words
+//   and 4 x vec4s; formats without a raw form hold their 32 floats).
 // - Workgroup memory: ws 8 KB + xs 4 KB = 12 KB (+1.5 KB of the shared
 //   prelude's scratch), inside the 16 KB every adapter offers.
 //
@@ -135,10 +138,9 @@ fn put4(o: u32, c: u32, k: u32, v: vec4<f32>) {
     ws[(k + 3u) * WV + o][c] = v.w;
 }
 
-// Weight row `r` of the workgroup (its unit at `u`) into ws. Constant
-// indices into the unit only.
-fn stage_unit(r: u32, u: u32) {
-    let w = unit_load(u);
+// Weight row `r` of the workgroup, the unit `w`, into ws (the format's
+// stage_store calls it). Constant indices into the unit only.
+fn store_unit(r: u32, w: Unit) {
     let o = r / 4u;
     let c = r % 4u;
     put4(o, c, 0u, w[0]);
@@ -270,14 +272,27 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let t = 4u * (lid / 32u) + lid % 4u;
     let busy = 4u * t < tile.z;
     var acc = Acc();
+    // Step u's weights and x are loaded during step u - 1's products.
+    var w = stage_load(base);
+    var x0 = x[xo.x];
+    var x1 = x[xo.y];
+    var x2 = x[xo.z];
+    var x3 = x[xo.w];
     for (var u = 0u; u < p.units; u++) {
-        stage_unit(lid, base + u);
-        let xu = xo + 8u * u;
-        stage_x(j, q, x[xu.x]);
-        stage_x(j + 8u, q, x[xu.y]);
-        stage_x(j + 16u, q, x[xu.z]);
-        stage_x(j + 24u, q, x[xu.w]);
+        stage_store(lid, w);
+        stage_x(j, q, x0);
+        stage_x(j + 8u, q, x1);
+        stage_x(j + 16u, q, x2);
+        stage_x(j + 24u, q, x3);
         workgroupBarrier();
+        if u + 1u < p.units {
+            w = stage_load(base + u + 1u);
+            let xu = xo + 8u * (u + 1u);
+            x0 = x[xu.x];
+            x1 = x[xu.y];
+            x2 = x[xu.z];
+            x3 = x[xu.w];
+        }
         if busy {
             acc = products(acc, g, t);
         }

@@ -1,6 +1,7 @@
-// How matmul_coop.wgsl stages a weight unit in formats whose unit has no
-// raw form (stage_raw.wgsl): loaded as f32 (`unit_load`), held through
-// the step's products, rounded to f16 as it is stored into wa.
+// How the prefill matmuls (matmul.wgsl, matmul_coop.wgsl) stage a weight
+// unit in formats whose unit has no raw form (stage_raw.wgsl): loaded as
+// f32 (`unit_load`), held through the step's products, stored into the
+// workgroup's weight tile (matmul_coop rounds it to f16).
 
 alias Staged = Unit;
 
