@@ -26,11 +26,11 @@
 // A workgroup computes a ROWS × TOK block of products, one 32-column unit
 // (K step) at a time. Per step invocation i dequantizes unit u of weight
 // row i into `ws` and copies x vec4 i % 8 of the tile's tokens
-// i / 8 + 8m (m < 4) into `xs`, both loaded during the step before's
-// products (the format's stage_load: raw words where it has them,
-// stage_raw.wgsl; pp512 --no-coopmat +1.6% on an H100),
-// both as f32 and column-major (one vec4 = 4 rows or 4 tokens of one
-// column); after a barrier invocation (g, t) = ((lid / 4) % 8,
+// i / 8 + 8m (m < 4) into `xs`, both as f32 and column-major (one vec4 =
+// 4 rows or 4 tokens of one column). A step's unit and x are loaded
+// during the previous step's products (the format's stage_load: raw words
+// where it has them, stage_raw.wgsl; pp512 --no-coopmat +1.6% on an
+// H100). After a barrier invocation (g, t) = ((lid / 4) % 8,
 // 4·(lid / 32) + lid % 4) owns the
 // register tile of rows 4g..4g+4 and 32+4g..32+4g+4 (with GATE_UP: gate
 // rows and their up rows, so the epilogue is local) by tokens 4t..4t+4:
