@@ -13,8 +13,9 @@
 //
 // Used by both plans: decode (gpu/plan/mod.rs) dispatches (MAX_SPLITS, head
 // blocks, 1), the splits past the token's n_split only marking their slots
-// empty; prefill (gpu/plan/prefill.rs) dispatches (1, head blocks, tokens),
-// one split per token over its causal prefix.
+// empty; prefill (gpu/plan/prefill.rs) dispatches (splits, head blocks,
+// tokens), each token's causal prefix in the chunk's splits (one for a
+// full chunk; many for a few tokens deep in the context).
 //
 // Bindings: 0 params (uniform), 1 steps (array<Step>: n_pos, n_split, rope
 // table), 2 q_abs (array<vec4<f32>>, tokens × n_head × N_KV/4), 3 q
@@ -26,8 +27,9 @@
 // What each invocation owns in a tile:
 //   scores:  position lid / 8 and its 4-dim chunks j, j + 8, … (j = lid % 8)
 //            for all 20 heads (5 vec4 accumulators), summed over j by seg_sum4;
-//   softmax: invocation h < 20 keeps head h's m and l, turns the tile's
-//            scores into probabilities and the rescale factor;
+//   softmax: invocations 8h .. 8h + 8 keep head h's m and l and turn the
+//            tile's scores into probabilities (four positions each) and
+//            the rescale factor;
 //   values:  dims 4v .. 4v + 4 (v = lid % 128) of heads 8g .. 8g + 8 and
 //            16 + 2g, 17 + 2g (g = lid / 128): 10 vec4 accumulators.
 // The tile's scores, probabilities and rescale factors are double-buffered,
@@ -177,26 +179,35 @@ fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
     return s;
 }
 
-// Head h's softmax step over the tile's n scores in buffer `buf`: the
-// scores become exp(score − m_new), the rescale factor goes to sp at CORR.
-// The loops run over the whole tile (constant trip count, unrolled, loads
-// in flight together); slots t >= n hold stale values and count as NEG.
-fn softmax_tile(h: u32, buf: u32, n: u32, m: ptr<function, f32>, l: ptr<function, f32>) {
-    let base = buf * TILE * 5u + h / 4u;
-    let c = h % 4u;
-    var mx = NEG;
-    for (var t = 0u; t < TILE; t++) {
-        mx = max(mx, select(NEG, sp[base + 5u * t][c], t < n));
-    }
-    let m_new = max(*m, mx);
-    var sum = 0.0;
-    for (var t = 0u; t < TILE; t++) {
-        let e = exp(select(NEG, sp[base + 5u * t][c], t < n) - m_new);
-        sp[base + 5u * t][c] = e;
-        sum += e;
-    }
+// The softmax step of head h (h < HB) over the tile's n scores in buffer
+// `buf`, run by the head's 8 invocations (q = lid % 8, positions 4q ..
+// 4q + 4; so every head's step runs at once): the scores become
+// exp(score − m_new), the rescale factor goes to sp at CORR, and each of
+// the 8 keeps the head's m and l. Invocations with h >= HB (lid >= 160)
+// take part in the reductions on head HB − 1 and write nothing. Contains
+// barriers (seg_max, seg_sum): every invocation calls it.
+fn softmax_tile(h: u32, q: u32, buf: u32, n: u32, m: ptr<function, f32>, l: ptr<function, f32>, ids: Ids) {
+    let hh = min(h, HB - 1u);
+    let base = buf * TILE * 5u + hh / 4u;
+    let c = hh % 4u;
+    let t = 4u * q;
+    let valid = vec4<u32>(t) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(n);
+    // Slots t >= n hold stale values.
+    let sc = select(vec4<f32>(NEG), vec4<f32>(sp[base + 5u * t][c], sp[base + 5u * t + 5u][c],
+        sp[base + 5u * t + 10u][c], sp[base + 5u * t + 15u][c]), valid);
+    let m_new = max(*m, seg_max(max(max(sc.x, sc.y), max(sc.z, sc.w)), ids, 8u));
+    let e = select(vec4<f32>(0.0), exp(sc - vec4<f32>(m_new)), valid);
+    let sum = seg_sum(e.x + e.y + e.z + e.w, ids, 8u);
     let f = exp(*m - m_new);
-    sp[CORR + buf * 5u + h / 4u][c] = f;
+    if h < HB {
+        sp[base + 5u * t][c] = e.x;
+        sp[base + 5u * t + 5u][c] = e.y;
+        sp[base + 5u * t + 10u][c] = e.z;
+        sp[base + 5u * t + 15u][c] = e.w;
+        if q == 0u {
+            sp[CORR + buf * 5u + h / 4u][c] = f;
+        }
+    }
     *l = *l * f + sum;
     *m = m_new;
 }
@@ -275,6 +286,9 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let j = ids.lid % J;
     let v = ids.lid % 128u;
     let g = ids.lid / 128u;
+    // Softmax: head sh, positions 4·sq .. 4·sq + 4 of a tile.
+    let sh = ids.lid / 8u;
+    let sq = ids.lid % 8u;
     var m = NEG;
     var l = 0.0;
     var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
@@ -298,9 +312,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
             sp[i + 4u] = sc.e * p.scale;
         }
         workgroupBarrier();
-        if ids.lid < HB {
-            softmax_tile(ids.lid, buf, n, &m, &l);
-        }
+        softmax_tile(sh, sq, buf, n, &m, &l, ids);
         workgroupBarrier();
         if v < KV4 {
             scale_acc(&acc, part(CORR + buf * 5u, g));
@@ -311,10 +323,10 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         }
         buf ^= 1u;
     }
-    if ids.lid < HB {
-        sp[INV_L + ids.lid / 4u][ids.lid % 4u] = 1.0 / l;
-        if ids.lid < heads {
-            ml[slot0 + ids.lid * p.split_stride] = vec2<f32>(m + log(l), 1.0);
+    if sq == 0u && sh < HB {
+        sp[INV_L + sh / 4u][sh % 4u] = 1.0 / l;
+        if sh < heads {
+            ml[slot0 + sh * p.split_stride] = vec2<f32>(m + log(l), 1.0);
         }
     }
     workgroupBarrier();

@@ -1,7 +1,7 @@
 // Reduction prelude, shared-memory variant (devices without subgroups).
 // The host appends exactly one prelude to every kernel; both define the same
 // names: `struct Ids` (the entry point's invocation ids), `seg_sum`,
-// `seg_sum4`, `wg_sum`, `wg_max` and `wg_min_u32`. All contain barriers:
+// `seg_sum4`, `seg_max`, `wg_sum`, `wg_max` and `wg_min_u32`. All contain barriers:
 // call them from uniform control flow.
 // Kernels declare `const WG: u32` (their workgroup size, a power of two).
 
@@ -32,6 +32,21 @@ fn seg_sum4(x: vec4<f32>, ids: Ids, seg: u32) -> vec4<f32> {
     let total = wg_scratch4[ids.lid - ids.lid % seg];
     workgroupBarrier();
     return total;
+}
+
+// Maximum of `x` over each segment of `seg` consecutive invocations.
+fn seg_max(x: f32, ids: Ids, seg: u32) -> f32 {
+    wg_scratch[ids.lid] = x;
+    workgroupBarrier();
+    for (var s = seg / 2u; s > 0u; s = s >> 1u) {
+        if ids.lid % seg < s {
+            wg_scratch[ids.lid] = max(wg_scratch[ids.lid], wg_scratch[ids.lid + s]);
+        }
+        workgroupBarrier();
+    }
+    let m = wg_scratch[ids.lid - ids.lid % seg];
+    workgroupBarrier();
+    return m;
 }
 
 // Sum of `x` over the whole workgroup.

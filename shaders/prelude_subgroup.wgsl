@@ -51,6 +51,31 @@ fn seg_sum4(x: vec4<f32>, ids: Ids, seg: u32) -> vec4<f32> {
         seg_sum(x.w, ids, seg));
 }
 
+// Maximum of `x` over each segment of `seg` consecutive invocations, as
+// seg_sum.
+fn seg_max(x: f32, ids: Ids, seg: u32) -> f32 {
+    if seg <= ids.sg_size {
+        var v = x;
+        for (var m = seg / 2u; m > 0u; m = m >> 1u) {
+            v = max(v, subgroupShuffleXor(v, m));
+        }
+        return v;
+    }
+    let partial = subgroupMax(x);
+    if ids.lane == 0u {
+        wg_scratch[ids.lid / ids.sg_size] = partial;
+    }
+    workgroupBarrier();
+    let per = seg / ids.sg_size;
+    let first = (ids.lid / seg) * per;
+    var m = wg_scratch[first];
+    for (var i = 1u; i < per; i++) {
+        m = max(m, wg_scratch[first + i]);
+    }
+    workgroupBarrier();
+    return m;
+}
+
 fn wg_sum(x: f32, ids: Ids) -> f32 {
     return seg_sum(x, ids, WG);
 }
