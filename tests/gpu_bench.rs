@@ -8,7 +8,7 @@ mod common;
 use glmw::bench;
 use glmw::engine::{Engine, EngineOptions};
 use glmw::gpu::barriers::Barriers;
-use glmw::gpu::{ops, Variant};
+use glmw::gpu::Variant;
 use glmw::model::Model;
 
 fn model() -> &'static Model {
@@ -34,20 +34,15 @@ const DECODE: Barriers = Barriers {
     barriers: 32,
     transitions: 71,
 };
-/// Per prefill chunk (one pass of the prefill plan, without the head).
-/// kv_append runs beside q_b with no barrier from the second block on (the
-/// first's kv_a writes q_a's buffer, where it wrote a buffer of its own).
+/// Per full prefill chunk at depth 0 (one pass of the prefill plan, without
+/// the head), on either attention kernel: its tokens attend in one split,
+/// so no merge runs. kv_append runs beside q_b with no barrier from the
+/// second block on (the first's kv_a writes q_a's buffer, where it wrote a
+/// buffer of its own).
 const PREFILL: Barriers = Barriers {
     dispatches: 52,
     barriers: 48,
     transitions: 88,
-};
-/// The same where the attention runs on cooperative matrices: one merge of
-/// its position splits per block (attention_merge.wgsl).
-const PREFILL_COOP: Barriers = Barriers {
-    dispatches: 55,
-    barriers: 51,
-    transitions: 96,
 };
 
 #[test]
@@ -66,16 +61,11 @@ fn dispatches_and_barriers_per_token_and_chunk_are_pinned() {
         };
         assert_eq!(sum(|b| b.dispatches), d.dispatches);
         assert_eq!(sum(|b| b.barriers), d.barriers);
-        let prefill =
-            match ops::attention_coop_fits(common::gpu(), model().config.n_embd_head_qk_rope) {
-                true => PREFILL_COOP,
-                false => PREFILL,
-            };
         assert!(
-            d == DECODE && p == prefill,
+            d == DECODE && p == PREFILL,
             "{v:?} tiny preset: decode {d:?}, prefill chunk {p:?}; pinned decode {DECODE:?}, \
-             prefill {prefill:?}. If the plan changed on purpose, copy the new numbers into \
-             DECODE / PREFILL(_COOP) in tests/gpu_bench.rs (barriers: wgpu's rule in gpu::barriers)"
+             prefill {PREFILL:?}. If the plan changed on purpose, copy the new numbers into \
+             DECODE / PREFILL in tests/gpu_bench.rs (barriers: wgpu's rule in gpu::barriers)"
         );
     }
 }

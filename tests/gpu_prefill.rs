@@ -2,7 +2,8 @@
 //! the logits after prefilling a prompt against the CPU reference and
 //! against the token-by-token path, at lengths 1, 7, 64 and one that spans
 //! several chunks with a partial last one; decoding after a prefill; and
-//! prefill after decoding (a chat turn's new text); the logits of every
+//! prefill after decoding (a chat turn's new text); a short chunk deep in
+//! the context, its attention split over positions; the logits of every
 //! position at once (perplexity's path).
 
 mod common;
@@ -169,6 +170,44 @@ fn all_logits_match_reference_at_every_position() {
         assert!(
             err < tol,
             "{v:?}: decode after all-rows prefill rel L2 {err:.3e}"
+        );
+    }
+}
+
+/// A chat turn's few tokens deep in the context: each token's positions
+/// go in several splits (`ops::prefill_splits`: 3 tokens over 303
+/// positions take 4) merged by attention_merge.wgsl, so the chunk does not
+/// read the whole cache in one workgroup a token. Its logits against the
+/// reference, in both variants.
+#[test]
+fn short_chunk_at_depth_splits_and_matches_reference() {
+    let tiny = common::tiny();
+    let n_head = tiny.config.n_head as u32;
+    for coop in [false, true] {
+        assert_eq!(glmw::gpu::ops::prefill_splits(coop, 3, n_head, 303, 512), 4);
+    }
+    let p = prompt(303, 21);
+    let mut r = Reference::new(tiny, 512, MlaForm::Absorbed);
+    let mut want = Vec::new();
+    for &t in &p {
+        want = r.forward(t).unwrap();
+    }
+    let tol = tolerances().0.max(F32_LONG_TOL);
+    for v in [Variant::Subgroup, Variant::Shared] {
+        let opts = EngineOptions {
+            n_ctx: 512,
+            variant: Some(v),
+            ubatch: 512,
+            ..Default::default()
+        };
+        let mut e = common::tiny_engine(opts);
+        e.prefill(&p[..300]).unwrap();
+        let got = e.prefill_logits(&p[300..]).unwrap();
+        let err = rel_l2(&got, &want);
+        eprintln!("{v:?}: 3 tokens after 300: rel L2 {err:.2e} (tolerance {tol:.0e})");
+        assert!(
+            err < tol,
+            "{v:?}: 3 tokens after 300: rel L2 {err:.3e} (tolerance {tol:.0e})"
         );
     }
 }

@@ -382,13 +382,13 @@ impl<'a> Engine<'a> {
         let mut out = vec![0f32; tokens.len() * n_vocab];
         for (i, chunk) in tokens.chunks(self.prefill.ubatch).enumerate() {
             let n = chunk.len();
-            self.write_chunk(chunk)?;
+            let ch = self.write_chunk(chunk)?;
             let (pf, head) = (&self.prefill, self.head.as_ref().expect("built above"));
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
-                pf.record(&mut pass, n as u32);
-                pf.record_head(head, &mut pass, n as u32);
+                pf.record(&mut pass, ch);
+                pf.record_head(head, &mut pass, ch);
             }
             let bytes = (4 * n * n_vocab) as u64;
             enc.copy_buffer_to_buffer(&head.logits, 0, &head.readback, 0, bytes);
@@ -454,12 +454,12 @@ impl<'a> Engine<'a> {
         let chunks: Vec<&[u32]> = tokens.chunks(self.prefill.ubatch).collect();
         for (i, chunk) in chunks.iter().enumerate() {
             let n = chunk.len() as u32;
-            self.write_chunk(chunk)?;
+            let ch = self.write_chunk(chunk)?;
             let pf = &self.prefill;
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
-                pf.record(&mut pass, n);
+                pf.record(&mut pass, ch);
             }
             if i + 1 == chunks.len() {
                 let last = 4 * n_embd * (n as u64 - 1);
@@ -491,22 +491,24 @@ impl<'a> Engine<'a> {
         self.check_tokens(tokens)
     }
 
-    /// Upload a prefill chunk's token ids, step records and tables.
-    fn write_chunk(&self, chunk: &[u32]) -> Result<()> {
+    /// Upload a prefill chunk's token ids, step records and tables; the
+    /// chunk to record.
+    fn write_chunk(&self, chunk: &[u32]) -> Result<prefill::Chunk> {
         let pf = &self.prefill;
+        let ch = pf.chunk(chunk.len(), self.pos);
         self.gpu
             .queue
             .write_buffer(&pf.tokens, 0, bytemuck::cast_slice(chunk));
         let steps: Vec<ops::Step> = (0..chunk.len())
             .map(|j| ops::Step {
-                n_split: pf.splits_at(self.pos + j + 1),
+                n_split: ch.splits,
                 ..self.step_at(self.pos + j)
             })
             .collect();
         self.gpu
             .queue
             .write_buffer(&pf.steps, 0, bytemuck::cast_slice(&steps));
-        pf.write_chunk(&self.gpu, chunk.len() as u32);
-        Ok(())
+        pf.write_chunk(&self.gpu, ch);
+        Ok(ch)
     }
 }

@@ -40,17 +40,17 @@ impl<'a> Engine<'a> {
         let Some(timer) = self.timer.as_ref() else {
             return Ok(Vec::new());
         };
-        self.write_chunk(tokens)?;
+        let ch = self.write_chunk(tokens)?;
         let pf = &self.prefill;
-        let n = tokens.len() as u32;
-        let ns = timer.time_with(&self.gpu, pf.dispatches(), &mut |pass, i| {
-            pf.record_op(pass, i, n)
+        let run = pf.chunk_ops(ch);
+        let ns = timer.time_with(&self.gpu, run.len(), &mut |pass, j| {
+            pf.record_op(pass, run[j], ch)
         })?;
         self.pos += tokens.len();
         Ok(ns
             .iter()
-            .enumerate()
-            .map(|(i, &t)| {
+            .zip(&run)
+            .map(|(&t, &i)| {
                 let (op, k) = pf.op_info(i);
                 (op.to_string(), k, t)
             })
@@ -70,9 +70,12 @@ impl<'a> Engine<'a> {
         Barriers::of(t.get(range).unwrap_or_default())
     }
 
-    /// Dispatches and wgpu barriers of one prefill chunk's pass.
+    /// Dispatches and wgpu barriers of one prefill chunk's pass: a full
+    /// chunk at depth 0 (its tokens attend in one split; a short chunk
+    /// deep in the context adds the merges).
     pub fn prefill_barriers(&self) -> Barriers {
-        barriers::count(self.prefill.dispatch_list())
+        let full = self.prefill.chunk(self.prefill.ubatch, 0);
+        barriers::count(self.prefill.dispatch_list(full))
     }
 
     /// Whether GPU timestamps are available (else timing is wall clock).
@@ -235,14 +238,14 @@ impl<'a> Engine<'a> {
     /// for `prefill`; the output head does not run.
     pub fn trace_prefill(&mut self, tokens: &[u32]) -> Result<Vec<(String, Vec<f32>)>> {
         self.check_chunk(tokens)?;
-        self.write_chunk(tokens)?;
-        let (pf, n) = (&self.prefill, tokens.len() as u32);
+        let ch = self.write_chunk(tokens)?;
+        let pf = &self.prefill;
         let run = |ops: std::ops::Range<usize>| {
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 for i in ops {
-                    pf.record_op(&mut pass, i, n);
+                    pf.record_op(&mut pass, i, ch);
                 }
             }
             self.gpu.queue.submit([enc.finish()]);
@@ -256,7 +259,7 @@ impl<'a> Engine<'a> {
             let rows = self.gpu.read_f32(&t.buf, tokens.len() * t.len)?;
             out.push((t.label(), rows));
         }
-        run(done..pf.dispatches())?;
+        run(done..pf.ops())?;
         self.pos += tokens.len();
         Ok(out)
     }

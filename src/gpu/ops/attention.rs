@@ -39,8 +39,8 @@ impl Step {
         }
     }
 
-    /// The same token attending in one split (prefill: a chunk's tokens
-    /// give the attention enough workgroups).
+    /// The same token attending in one split (a full prefill chunk's
+    /// tokens give the attention enough workgroups).
     pub fn one_split(self) -> Step {
         Step { n_split: 1, ..self }
     }
@@ -220,17 +220,51 @@ pub fn attention_coop_splits(n_pos: usize) -> u32 {
     tiles.div_ceil(per_split).max(1) as u32
 }
 
-/// Position splits of each prefill token in attention_coop.wgsl past
-/// ATTENTION_COOP_PREFILL_SPLIT_MIN positions: two, so a 512-token chunk's
-/// 320 workgroups become 640 and the last wave on a 132-SM H100 is fuller
-/// (attention_merge.wgsl joins them): pp512 @ d16384 1,382 → 1,567, @
-/// d4096 3,196 → 3,358 (H100, session 11).
+/// The fewest position splits of each prefill token in attention_coop.wgsl
+/// past ATTENTION_COOP_PREFILL_SPLIT_MIN positions: two, so a 512-token
+/// chunk's 320 workgroups become 640 and the last wave on a 132-SM H100 is
+/// fuller (attention_merge.wgsl joins them): pp512 @ d16384 1,382 → 1,567,
+/// @ d4096 3,196 → 3,358 (H100, session 11).
 pub const ATTENTION_COOP_PREFILL_SPLITS: u32 = 2;
 
-/// Below this many positions a prefill token attends in one split: at
-/// depth 0 two splits made the chunk's attention 7.9 → 8.7 ms (twice the
-/// workgroups for the same short prefixes).
+/// Below this many positions a full prefill chunk's tokens attend in one
+/// split on attention_coop.wgsl: at depth 0 two splits made the chunk's
+/// attention 7.9 → 8.7 ms (twice the workgroups for the same short
+/// prefixes).
 pub const ATTENTION_COOP_PREFILL_SPLIT_MIN: usize = 1024;
+
+/// Workgroups a prefill chunk's attention is split up to: about two per SM
+/// of an H100. Without splits a chunk launches one workgroup per token (or
+/// per 32 (token, head) rows), each reading the token's whole prefix, so
+/// a chat turn's few tokens deep in the context left the GPU idle: one
+/// token at depth 4096 took 91 ms of attention a chunk with the f32
+/// kernel, where its decode step takes 1.5 ms (H100, session 20).
+pub const PREFILL_ATTENTION_GROUPS: u32 = 256;
+
+/// Split slots the prefill's partial buffers hold per token of a full
+/// chunk: a chunk's tokens × splits stays within ubatch × this.
+pub const PREFILL_SPLIT_SLOTS: u32 = 2;
+
+/// Position splits of every token of a prefill chunk of `n_tok` tokens
+/// (chunks of up to `ubatch`) whose last token attends over `n_pos`
+/// positions, on attention_coop.wgsl (`coop`) or attention.wgsl: enough
+/// for PREFILL_ATTENTION_GROUPS workgroups, each split at least two tiles,
+/// within the partial buffers' PREFILL_SPLIT_SLOTS; a full chunk takes one
+/// (two on attention_coop past ATTENTION_COOP_PREFILL_SPLIT_MIN).
+pub fn prefill_splits(coop: bool, n_tok: u32, n_head: u32, n_pos: usize, ubatch: u32) -> u32 {
+    let n_tok = n_tok.max(1);
+    let groups = match coop {
+        true => attention_coop_groups(n_tok, n_head),
+        false => n_tok * attention_head_blocks(n_head as usize),
+    };
+    let mut s = PREFILL_ATTENTION_GROUPS.div_ceil(groups.max(1));
+    if coop && n_pos >= ATTENTION_COOP_PREFILL_SPLIT_MIN {
+        s = s.max(ATTENTION_COOP_PREFILL_SPLITS);
+    }
+    let by_len = u32::try_from(n_pos / (2 * ATTENTION_TILE)).unwrap_or(u32::MAX);
+    let by_room = PREFILL_SPLIT_SLOTS * ubatch.max(n_tok) / n_tok;
+    s.min(by_len).min(by_room).max(1)
+}
 
 /// attention_merge.wgsl's params.
 #[repr(C)]
@@ -240,6 +274,18 @@ pub struct AttentionMergeParams {
     pub n_head: u32,
     pub split_stride: u32,
     pub _pad: u32,
+}
+
+impl AttentionMergeParams {
+    /// `c`'s heads and latent width, `split_stride` slots a row.
+    pub fn new(c: &Config, split_stride: u32) -> AttentionMergeParams {
+        AttentionMergeParams {
+            n_kv: c.n_lora_kv as u32,
+            n_head: c.n_head as u32,
+            split_stride,
+            _pad: 0,
+        }
+    }
 }
 
 /// attention_coop.wgsl's params; `n_tok` is the chunk's, so the prefill
@@ -321,6 +367,37 @@ impl KvAppendParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full chunk keeps its splits (one; two on attention_coop past
+    /// 1024 positions); a short chunk deep in the context splits up to
+    /// PREFILL_ATTENTION_GROUPS workgroups, each split two tiles or more,
+    /// its slots within the partial buffers.
+    #[test]
+    fn prefill_splits_fill_the_gpu_for_short_chunks() {
+        let s = |coop, n_tok, n_pos| prefill_splits(coop, n_tok, 20, n_pos, 512);
+        assert_eq!([s(false, 512, 512), s(false, 512, 16896)], [1, 1]);
+        assert_eq!(
+            [s(true, 512, 512), s(true, 512, 1024), s(true, 512, 16896)],
+            [1, 2, 2]
+        );
+        // One token at depth 4096: 256 workgroups would be 16 positions
+        // each; two tiles a split allow 64.
+        assert_eq!([s(false, 1, 4097), s(true, 1, 4097)], [64, 64]);
+        assert_eq!([s(false, 1, 16385), s(true, 1, 16385)], [256, 256]);
+        // 20 tokens: 20 workgroups (f32) or 13 row blocks (coop).
+        assert_eq!([s(false, 20, 16404), s(true, 20, 16404)], [13, 20]);
+        // Short prefixes stay whole.
+        assert_eq!([s(false, 3, 60), s(true, 3, 130)], [1, 2]);
+        for n_tok in 1..=512u32 {
+            for n_pos in [1usize, 63, 64, 1000, 5000, 70_000] {
+                for coop in [false, true] {
+                    let sp = prefill_splits(coop, n_tok, 20, n_pos, 512);
+                    assert!(sp >= 1 && n_tok * sp <= PREFILL_SPLIT_SLOTS * 512);
+                    assert!(sp == 1 || n_pos / sp as usize >= 2 * ATTENTION_TILE);
+                }
+            }
+        }
+    }
 
     /// The decode's coop splits: whole tiles, at least two a split, at most
     /// ATTENTION_COOP_SPLITS; and the split length the kernel derives

@@ -9,10 +9,10 @@
 //! tokens. Attention is causal over the cache: every token of the chunk
 //! appends its row first, then attends over the positions up to its own:
 //! the chunk's (token, head) pairs as the rows of matrix products on
-//! cooperative matrices (attention_coop.wgsl, in two position splits past
-//! `ops::ATTENTION_COOP_PREFILL_SPLIT_MIN` joined by attention_merge.wgsl)
-//! where `ops::attention_coop_fits`, else attention.wgsl once per token
-//! in one split.
+//! cooperative matrices (attention_coop.wgsl) where
+//! `ops::attention_coop_fits`, else attention.wgsl once per token, each
+//! token's positions in the chunk's splits (`ops::prefill_splits`: many
+//! for a short chunk deep in the context) joined by attention_merge.wgsl.
 //!
 //! Per MoE block: attn_norm, q_a, kv_a, q_a_norm, q_b ∥ kv_append, k_b,
 //! attention (+ merge), v_b, attn_output (+ residual), ffn_norm, router logits, router
@@ -57,11 +57,43 @@ enum Dim {
     /// attention_coop.wgsl's workgroups: the chunk's (token, head) rows
     /// for this many heads.
     HeadRows(u32),
+    /// The chunk's attention splits.
+    Splits,
+}
+
+/// What recording a chunk depends on: its token count and the position
+/// splits of its tokens' attention (`Prefill::chunk`).
+#[derive(Clone, Copy, Debug)]
+pub struct Chunk {
+    pub n_tok: u32,
+    pub splits: u32,
 }
 
 struct Op {
     d: Dispatch,
     grid: [Dim; 3],
+    when: When,
+}
+
+/// Which chunks an op runs in. Where a chunk's tokens attend in one split
+/// the attention writes kqv itself; otherwise it writes its splits and
+/// attention_merge.wgsl joins them (a merge of one split cost 1.5% of a
+/// 512-token chunk on an H100).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum When {
+    Always,
+    OneSplit,
+    Splits,
+}
+
+impl When {
+    fn holds(self, chunk: Chunk) -> bool {
+        match self {
+            When::Always => true,
+            When::OneSplit => chunk.splits == 1,
+            When::Splits => chunk.splits > 1,
+        }
+    }
 }
 
 pub struct Prefill {
@@ -69,9 +101,9 @@ pub struct Prefill {
     pub ubatch: usize,
     /// Tokens per matmul tile (`ops::matmul_tile`).
     tile: u32,
-    /// The most attention splits a token has (`splits_at`):
-    /// `ops::ATTENTION_COOP_PREFILL_SPLITS` on attention_coop, else 1.
-    splits: u32,
+    /// The attention runs on attention_coop.wgsl (`ops::attention_coop_fits`).
+    coop_attention: bool,
+    n_head: u32,
     ops: Vec<Op>,
     n_used: u32,
     n_expert: u32,
@@ -87,8 +119,11 @@ pub struct Prefill {
     routed_tiles: wgpu::Buffer,
     routed_order: wgpu::Buffer,
     group_params: wgpu::Buffer,
-    /// attention_coop.wgsl's params (its `n_tok` set per chunk).
+    /// The attention's and its merge's params (`n_tok` and the split
+    /// stride set per chunk).
+    attn: (wgpu::Buffer, ops::AttentionParams),
     attn_coop: (wgpu::Buffer, ops::AttentionCoopParams),
+    attn_merge: (wgpu::Buffer, ops::AttentionMergeParams),
     /// RMSNorm params over n_embd-wide chunk rows (layer norms and the head).
     norm_embd: wgpu::Buffer,
     /// The chunk's output-norm rows (`head`).
@@ -109,20 +144,37 @@ pub struct Head {
 }
 
 impl Prefill {
-    fn count(&self, d: Dim, n_tok: u32) -> u32 {
+    fn count(&self, d: Dim, chunk: Chunk) -> u32 {
+        let n_tok = chunk.n_tok;
         match d {
             Dim::Fixed(n) => n,
             Dim::Tokens => n_tok,
             Dim::DenseTiles => n_tok.div_ceil(self.tile),
             Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, self.tile),
             Dim::HeadRows(n_head) => ops::attention_coop_groups(n_tok, n_head),
+            Dim::Splits => chunk.splits,
         }
     }
 
-    /// Write the per-chunk tables for `n_tok` tokens: the dense tiles, the
-    /// grouping's and attention_coop's params. (Embeddings and steps are
-    /// the engine's.)
-    pub fn write_chunk(&self, gpu: &Gpu, n_tok: u32) {
+    /// The chunk of `n_tok` tokens (at most `ubatch`) that starts at
+    /// position `pos`: its tokens' attention splits (`ops::prefill_splits`,
+    /// the same for all of them; each token's step record carries it).
+    pub fn chunk(&self, n_tok: usize, pos: usize) -> Chunk {
+        let n = n_tok.clamp(1, self.ubatch) as u32;
+        let splits = ops::prefill_splits(
+            self.coop_attention,
+            n,
+            self.n_head,
+            pos.saturating_add(n_tok),
+            self.ubatch as u32,
+        );
+        Chunk { n_tok: n, splits }
+    }
+
+    /// Write the per-chunk tables: the dense tiles, the grouping's and the
+    /// attention's params. (Embeddings and steps are the engine's.)
+    pub fn write_chunk(&self, gpu: &Gpu, chunk: Chunk) {
+        let n_tok = chunk.n_tok;
         let t = self.tile;
         let tiles: Vec<[u32; 4]> = (0..n_tok.div_ceil(t))
             .map(|i| [0, i * t, t.min(n_tok - i * t), 0])
@@ -138,31 +190,58 @@ impl Prefill {
         };
         gpu.queue
             .write_buffer(&self.group_params, 0, bytemuck::bytes_of(&gp));
+        let split_stride = chunk.splits;
+        let (buf, ap) = &self.attn;
+        let ap = ops::AttentionParams {
+            split_stride,
+            ..*ap
+        };
+        gpu.queue.write_buffer(buf, 0, bytemuck::bytes_of(&ap));
         let (buf, ap) = &self.attn_coop;
-        let ap = ops::AttentionCoopParams { n_tok, ..*ap };
+        let ap = ops::AttentionCoopParams {
+            n_tok,
+            split_stride,
+            ..*ap
+        };
+        gpu.queue.write_buffer(buf, 0, bytemuck::bytes_of(&ap));
+        let (buf, ap) = &self.attn_merge;
+        let ap = ops::AttentionMergeParams {
+            split_stride,
+            ..*ap
+        };
         gpu.queue.write_buffer(buf, 0, bytemuck::bytes_of(&ap));
     }
 
-    /// Record `op` with its grid for a chunk of `n_tok` tokens.
-    fn record_one(&self, op: &Op, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
-        op.d.record_grid(pass, op.grid.map(|d| self.count(d, n_tok)));
-    }
-
-    /// Record the layer stack for a chunk of `n_tok` tokens.
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
-        for op in &self.ops {
-            self.record_one(op, pass, n_tok);
+    /// Record `op` with its grid for `chunk`, if it runs in it.
+    fn record_one(&self, op: &Op, pass: &mut wgpu::ComputePass<'_>, chunk: Chunk) {
+        if op.when.holds(chunk) {
+            op.d.record_grid(pass, op.grid.map(|d| self.count(d, chunk)));
         }
     }
 
-    /// Record only dispatch `i` (profiling).
-    pub fn record_op(&self, pass: &mut wgpu::ComputePass<'_>, i: usize, n_tok: u32) {
-        self.record_one(&self.ops[i], pass, n_tok);
+    /// Record the layer stack for `chunk` (after `write_chunk`).
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, chunk: Chunk) {
+        for op in &self.ops {
+            self.record_one(op, pass, chunk);
+        }
     }
 
-    /// Dispatch `i`'s op (label without the layer) and kernel.
+    /// Record only op `i` of the plan, if it runs in `chunk` (profiling,
+    /// tracing).
+    pub fn record_op(&self, pass: &mut wgpu::ComputePass<'_>, i: usize, chunk: Chunk) {
+        self.record_one(&self.ops[i], pass, chunk);
+    }
+
+    /// Op `i`'s label without the layer, and its kernel.
     pub fn op_info(&self, i: usize) -> (&str, &'static str) {
         (self.ops[i].d.op(), self.ops[i].d.kernel.name())
+    }
+
+    /// The plan's ops that run in `chunk`, by index.
+    pub fn chunk_ops(&self, chunk: Chunk) -> Vec<usize> {
+        (0..self.ops.len())
+            .filter(|&i| self.ops[i].when.holds(chunk))
+            .collect()
     }
 
     /// The all-rows output head for this plan's chunks (built on first use
@@ -213,30 +292,24 @@ impl Prefill {
         })
     }
 
-    /// Record `head` for a chunk of `n_tok` tokens (after `record`).
-    pub fn record_head(&self, head: &Head, pass: &mut wgpu::ComputePass<'_>, n_tok: u32) {
+    /// Record `head` for `chunk` (after `record`).
+    pub fn record_head(&self, head: &Head, pass: &mut wgpu::ComputePass<'_>, chunk: Chunk) {
         for op in &head.ops {
-            self.record_one(op, pass, n_tok);
+            self.record_one(op, pass, chunk);
         }
     }
 
-    /// The attention splits of a token that attends over `n_pos`
-    /// positions (its step record's `n_split`).
-    pub fn splits_at(&self, n_pos: usize) -> u32 {
-        match n_pos >= ops::ATTENTION_COOP_PREFILL_SPLIT_MIN {
-            true => self.splits,
-            false => 1,
-        }
-    }
-
-    /// Dispatches per chunk.
-    pub fn dispatches(&self) -> usize {
+    /// Ops in the plan (`record_op`'s indices).
+    pub fn ops(&self) -> usize {
         self.ops.len()
     }
 
-    /// The chunk's dispatches in recording order (for counting barriers).
-    pub fn dispatch_list(&self) -> impl Iterator<Item = &Dispatch> {
-        self.ops.iter().map(|op| &op.d)
+    /// `chunk`'s dispatches in recording order (for counting barriers).
+    pub fn dispatch_list(&self, chunk: Chunk) -> impl Iterator<Item = &Dispatch> {
+        self.ops
+            .iter()
+            .filter(move |op| op.when.holds(chunk))
+            .map(|op| &op.d)
     }
 }
 
@@ -273,8 +346,13 @@ impl Builder<'_> {
     /// Append `d` with its grid, lowering the steps last given to
     /// `low.lower`.
     fn add(&mut self, d: Dispatch, grid: [Dim; 3]) {
+        self.add_when(d, grid, When::Always);
+    }
+
+    /// `add`, for the chunks `when` holds in.
+    fn add_when(&mut self, d: Dispatch, grid: [Dim; 3], when: When) {
         self.low.added(&d);
-        self.ops.push(Op { d, grid });
+        self.ops.push(Op { d, grid, when });
     }
 }
 
@@ -301,13 +379,9 @@ pub fn build(
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
     let tile = ops::matmul_tile(gpu.caps.coop);
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
-    let splits = match ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope) {
-        true => ops::ATTENTION_COOP_PREFILL_SPLITS,
-        false => 1,
-    };
     let k = Splits::new(c, gpu.caps.coop, u);
-    let a = Acts::new(gpu, c, u, n_used, splits as usize, k)?;
-    let p = Uniforms::new(gpu, c, u, n_used, splits, k, a.kv_off);
+    let a = Acts::new(gpu, c, u, n_used, k)?;
+    let p = Uniforms::new(gpu, c, u, n_used, k, a.kv_off);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
     let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
@@ -328,7 +402,8 @@ pub fn build(
     Ok(Prefill {
         ubatch,
         tile,
-        splits,
+        coop_attention: ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope),
+        n_head: c.n_head as u32,
         ops,
         n_used: n_used as u32,
         n_expert: c.n_expert.max(1) as u32,
@@ -340,7 +415,9 @@ pub fn build(
         routed_tiles,
         routed_order,
         group_params: p.group,
-        attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0, splits)),
+        attn: (p.attn, ops::AttentionParams::new(c, 1)),
+        attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0, 1)),
+        attn_merge: (p.attn_merge, ops::AttentionMergeParams::new(c, 1)),
         norm_embd: p.norm_embd,
         result_norm: a.result_norm,
         traced: low.traced,
@@ -495,8 +572,10 @@ impl Builder<'_> {
     }
 
     /// The attention itself, each token over its causal prefix, into kqv
-    /// (`a.o`): attention_coop in up to ATTENTION_COOP_PREFILL_SPLITS
-    /// splits and their merge, or attention.wgsl in one split per token.
+    /// (`a.o`): attention_coop (rows of 32 (token, head) pairs) or
+    /// attention.wgsl (a token's heads in blocks of ATTENTION_HEADS). A
+    /// chunk whose tokens attend in one split writes kqv directly; one in
+    /// several (`Dim::Splits`) writes the splits, which the merge joins.
     fn attend(
         &mut self,
         c: &Config,
@@ -507,63 +586,61 @@ impl Builder<'_> {
     ) -> Result<()> {
         let name = |op: &str| format!("blk.{il}.{op}");
         let (n_head, n_lat) = (c.n_head as u32, c.n_lora_kv);
-        match ops::attention_coop_fits(self.gpu, c.n_embd_head_qk_rope) {
-            // Each token's positions in ATTENTION_COOP_PREFILL_SPLITS
-            // splits, then merged into kqv.
-            true => {
-                let b = ops::AttentionCoopBindings {
-                    p: &p.attn_coop,
-                    steps: &a.steps,
-                    q_abs: &a.q_abs,
-                    q: &a.q,
-                    cache,
-                    o: &a.o_part,
-                    ml: &a.ml,
-                };
-                let d = ops::attention_coop(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
-                let splits = ops::ATTENTION_COOP_PREFILL_SPLITS;
-                let merge = AttentionMergeBindings {
-                    p: &p.attn_merge,
-                    part: &a.o_part,
-                    ml: &a.ml,
-                    o: &a.o,
-                };
-                self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
-                    b.add(
-                        d.named(name("attention")),
-                        [Dim::Fixed(splits), Dim::HeadRows(n_head), Dim::Fixed(1)],
-                    );
-                    let heads = [Dim::Fixed(n_head), Dim::Tokens, Dim::Fixed(1)];
-                    b.push(
-                        name("attention_merge"),
-                        Kernel::AttentionMerge,
-                        &merge,
-                        heads,
-                    )
-                })?;
-            }
-            // One split per token: its (m + ln l, 1) normalisation leaves kqv.
-            false => {
-                let b = AttentionBindings {
-                    p: &p.attn,
-                    steps: &a.steps,
-                    q_abs: &a.q_abs,
-                    q: &a.q,
-                    cache,
-                    o: &a.o,
-                    ml: &a.ml,
-                };
-                let d = ops::attention(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
-                let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
-                self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
-                    b.add(
-                        d.named(name("attention")),
-                        [Dim::Fixed(1), heads, Dim::Tokens],
-                    );
-                    Ok(())
-                })?;
-            }
-        }
+        let coop = ops::attention_coop_fits(self.gpu, c.n_embd_head_qk_rope);
+        let attention = |o: &wgpu::Buffer| -> Result<(Dispatch, [Dim; 3])> {
+            let (steps, q_abs, q, ml) = (&a.steps, &a.q_abs, &a.q, &a.ml);
+            Ok(match coop {
+                true => {
+                    let b = ops::AttentionCoopBindings {
+                        p: &p.attn_coop,
+                        steps,
+                        q_abs,
+                        q,
+                        cache,
+                        o,
+                        ml,
+                    };
+                    let d = ops::attention_coop(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
+                    (d, [Dim::Splits, Dim::HeadRows(n_head), Dim::Fixed(1)])
+                }
+                false => {
+                    let b = AttentionBindings {
+                        p: &p.attn,
+                        steps,
+                        q_abs,
+                        q,
+                        cache,
+                        o,
+                        ml,
+                    };
+                    let d = ops::attention(self.gpu, self.pipes, n_lat, &b, [1, 1, 1])?;
+                    let heads = Dim::Fixed(ops::attention_head_blocks(c.n_head));
+                    (d, [Dim::Splits, heads, Dim::Tokens])
+                }
+            })
+        };
+        let (whole, whole_grid) = attention(&a.o)?;
+        let (split, split_grid) = attention(&a.o_part)?;
+        let merge = AttentionMergeBindings {
+            p: &p.attn_merge,
+            part: &a.o_part,
+            ml: &a.ml,
+            o: &a.o,
+        };
+        let merge = Dispatch::new(
+            self.gpu,
+            self.pipes,
+            Kernel::AttentionMerge,
+            &merge,
+            [1, 1, 1],
+        )?;
+        self.lowered(&[QPe, Kqv], &a.o, c.n_head * n_lat, |b| {
+            b.add_when(whole.named(name("attention")), whole_grid, When::OneSplit);
+            b.add_when(split.named(name("attention")), split_grid, When::Splits);
+            let heads = [Dim::Fixed(n_head), Dim::Tokens, Dim::Fixed(1)];
+            b.add_when(merge.named(name("attention_merge")), heads, When::Splits);
+            Ok(())
+        })?;
         Ok(())
     }
 

@@ -52,8 +52,9 @@ pub(super) struct Acts {
     pub(super) q: wgpu::Buffer,
     pub(super) q_abs: wgpu::Buffer,
     pub(super) o: wgpu::Buffer,
-    /// attention_coop's split outputs (`splits` slots a row; one float
-    /// where the prefill attends in one split, straight into `o`).
+    /// The attention's split outputs where a chunk's tokens attend in
+    /// several (`ops::prefill_splits`; slots for ubatch ×
+    /// PREFILL_SPLIT_SLOTS tokens' rows), merged into `o`.
     pub(super) o_part: wgpu::Buffer,
     pub(super) ml: wgpu::Buffer,
     pub(super) v_heads: wgpu::Buffer,
@@ -71,17 +72,12 @@ pub(super) struct Acts {
 }
 
 impl Acts {
-    pub(super) fn new(
-        gpu: &Gpu,
-        c: &Config,
-        u: usize,
-        n_used: usize,
-        splits: usize,
-        k: Splits,
-    ) -> Result<Acts> {
+    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize, k: Splits) -> Result<Acts> {
         let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
         let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
         let n_qk = c.n_embd_head_qk();
+        // A chunk's tokens × attention splits (`ops::prefill_splits`).
+        let slots = ops::PREFILL_SPLIT_SLOTS as usize;
         let kv_off = k.q_a.checked_mul(k.plane(c.n_lora_q.max(1)));
         let qkv = kv_off.and_then(|q| q.checked_add(k.kv_a.checked_mul(k.plane(c.kv_row()))?));
         let (Some(kv_off), Some(qkv)) = (kv_off, qkv) else {
@@ -100,11 +96,8 @@ impl Acts {
             q: s("pf.q", &[u, c.n_head, n_qk])?,
             q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
             o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
-            o_part: match splits {
-                1 => s("pf.attn_parts", &[1])?,
-                _ => s("pf.attn_parts", &[u, c.n_head, splits, c.n_lora_kv])?,
-            },
-            ml: s("pf.ml", &[u, c.n_head, splits, 2])?,
+            o_part: s("pf.attn_parts", &[u, slots, c.n_head, c.n_lora_kv])?,
+            ml: s("pf.ml", &[u, slots, c.n_head, 2])?,
             v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
             h2: s("pf.ffn_norm", &[u, c.n_embd])?,
             result_norm: s("pf.result_norm", &[u, c.n_embd])?,
@@ -125,9 +118,9 @@ pub(super) struct Uniforms {
     pub(super) norm_embd: wgpu::Buffer,
     pub(super) norm_q: wgpu::Buffer,
     pub(super) kv: wgpu::Buffer,
+    /// The attention's and its merge's, with the chunk's token count and
+    /// splits: written per chunk by `Prefill::write_chunk`.
     pub(super) attn: wgpu::Buffer,
-    /// attention_coop.wgsl's, with the chunk's token count: written per
-    /// chunk by `Prefill::write_chunk`.
     pub(super) attn_coop: wgpu::Buffer,
     pub(super) attn_merge: wgpu::Buffer,
     pub(super) router: wgpu::Buffer,
@@ -137,7 +130,7 @@ pub(super) struct Uniforms {
 
 impl Uniforms {
     /// For chunks of up to `u` tokens, `n_used` expert assignments each.
-    /// The grouping's and attention_coop's params depend on the chunk:
+    /// The grouping's and the attention's params depend on the chunk:
     /// `Prefill::write_chunk` writes them before each chunk is recorded.
     /// kv_a's planes start `kv_off` floats into `Acts::qkv_a`.
     pub(super) fn new(
@@ -145,7 +138,6 @@ impl Uniforms {
         c: &Config,
         u: usize,
         n_used: usize,
-        splits: u32,
         k: Splits,
         kv_off: usize,
     ) -> Uniforms {
@@ -182,19 +174,8 @@ impl Uniforms {
             norm_q: norm(c.n_lora_q.max(1), k.q_a),
             kv: gpu.uniform("pf.kv_append", &kv),
             attn: gpu.uniform("pf.attention", &ops::AttentionParams::new(c, 1)),
-            attn_coop: gpu.uniform(
-                "pf.attention_coop",
-                &ops::AttentionCoopParams::new(c, 0, splits),
-            ),
-            attn_merge: gpu.uniform(
-                "pf.attention_merge",
-                &ops::AttentionMergeParams {
-                    n_kv: c.n_lora_kv as u32,
-                    n_head: c.n_head as u32,
-                    split_stride: splits,
-                    _pad: 0,
-                },
-            ),
+            attn_coop: gpu.uniform("pf.attention_coop", &ops::AttentionCoopParams::new(c, 0, 1)),
+            attn_merge: gpu.uniform("pf.attention_merge", &ops::AttentionMergeParams::new(c, 1)),
             router: gpu.uniform("pf.router", &router),
             sum: gpu.uniform("pf.moe_sum", &sum),
             group: gpu.uniform(
