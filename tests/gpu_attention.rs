@@ -474,13 +474,20 @@ fn cache_words(vals: &[f16]) -> (Vec<u32>, Vec<f32>) {
 }
 
 #[test]
-fn prefill_attention_one_split_per_token_matches_f64_softmax() {
+fn prefill_attention_per_token_matches_f64_softmax() {
     let gpu = common::gpu();
     // Tokens on z as the prefill plan runs them: each attends over its own
-    // prefix in one split, its q and outputs offset by whole rows. 24 heads
-    // make a second block whose missing heads read the next token's q.
+    // prefix, its q and outputs offset by whole rows, in one split (a full
+    // chunk) or five (a short chunk deep in the context,
+    // `ops::prefill_splits`: splits of 7 positions and of 140, not whole
+    // tiles, and the one-position token's empty ones). 24 heads make a
+    // second block whose missing heads read the next token's q.
     let mut worst = 0f64;
-    for (ci, s) in [&GLM, &WIDE].into_iter().enumerate() {
+    for ((ci, s), n_split) in [&GLM, &WIDE]
+        .into_iter()
+        .enumerate()
+        .flat_map(|c| [(c, 1u32), (c, 5)])
+    {
         let n_pos = [33usize, 700, 1];
         let n_tok = n_pos.len();
         let (words, c) = random_cache(s, 700, 703, 70 + ci as u64);
@@ -494,7 +501,10 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
         let steps: Vec<Step> = n_pos
             .iter()
             .zip(&cs)
-            .map(|(&n, cs)| Step::new(n - 1, cs).one_split())
+            .map(|(&n, cs)| Step {
+                n_split,
+                ..Step::new(n - 1, cs)
+            })
             .collect();
         let [cache, step, qab, qb] = attention_inputs(gpu, &words, &steps, &q_abs, &q);
         let ap = gpu.uniform(
@@ -503,18 +513,18 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
                 n_rot: s.n_rot as u32,
                 n_nope: s.n_nope as u32,
                 scale,
-                split_stride: 1,
+                split_stride: n_split,
                 n_head: s.n_head as u32,
                 _pad: [0; 3],
             },
         );
-        let heads = n_tok * s.n_head;
+        let heads = n_tok * s.n_head * n_split as usize;
         for pipes in common::pipelines() {
             let (o, ml) = (
                 nan_buffer(gpu, heads * s.n_kv + 1),
                 nan_buffer(gpu, heads * 2 + 1),
             );
-            let grid = [1, ops::attention_head_blocks(s.n_head), n_tok as u32];
+            let grid = [n_split, ops::attention_head_blocks(s.n_head), n_tok as u32];
             let bufs = ops::AttentionBindings {
                 p: &ap,
                 steps: &step,
@@ -536,20 +546,27 @@ fn prefill_attention_one_split_per_token_matches_f64_softmax() {
                 "{:?}: wrote past the last token",
                 pipes.variant
             );
+            let ns = n_split as usize;
             for (z, &n) in n_pos.iter().enumerate() {
                 let zq = &q_abs[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
                 let zqp = &q[z * s.n_head * s.n_qk()..][..s.n_head * s.n_qk()];
                 let want = attention_f64(s, &c, n, zq, zqp, &cs[z], scale as f64);
-                let zo = &got[z * s.n_head * s.n_kv..][..s.n_head * s.n_kv];
                 for h in 0..s.n_head {
-                    let e = cpu::rel_l2(&zo[h * s.n_kv..][..s.n_kv], &want[h * s.n_kv..][..s.n_kv]);
+                    let slot = (z * s.n_head + h) * ns;
+                    let sml = &got_ml[2 * slot..][..2 * ns];
+                    let merged = merge_splits(&got[slot * s.n_kv..][..ns * s.n_kv], sml, s.n_kv);
+                    let e = cpu::rel_l2(&merged, &want[h * s.n_kv..][..s.n_kv]);
                     worst = worst.max(e);
-                    let l = got_ml[2 * (z * s.n_head + h) + 1];
+                    // l is 1 (normalised) or 0 (an empty split); the first
+                    // split always holds position 0.
+                    let ls = (0..ns).all(|i| sml[2 * i + 1] == 1.0 || sml[2 * i + 1] == 0.0);
                     assert!(
-                        e < ATTN_TOL && l == 1.0,
-                        "{:?} n_head {} token {z} (n_pos {n}) head {h}: rel L2 {e:.3e}, l {l}",
+                        e < ATTN_TOL && ls && sml[1] == 1.0,
+                        "{:?} n_head {} splits {n_split} token {z} (n_pos {n}) head {h}: rel L2 \
+                         {e:.3e}, first l {}",
                         pipes.variant,
-                        s.n_head
+                        s.n_head,
+                        sml[1]
                     );
                 }
             }
@@ -649,6 +666,21 @@ fn prefill_attention_coop_matches_f64_softmax() {
             depth: 300,
             n_tok: 9,
             splits: 2,
+            grow: true,
+        },
+        // a short chunk deep in the context (`ops::prefill_splits`): many
+        // splits not of whole tiles (67 and 62 positions), rows of two
+        // tokens in one workgroup
+        CoopCase {
+            depth: 1000,
+            n_tok: 3,
+            splits: 15,
+            grow: false,
+        },
+        CoopCase {
+            depth: 300,
+            n_tok: 9,
+            splits: 5,
             grow: true,
         },
         // the decode: one token, splits of a few tiles, of less than a
