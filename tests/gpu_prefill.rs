@@ -184,7 +184,11 @@ fn short_chunk_at_depth_splits_and_matches_reference() {
     let tiny = common::tiny();
     let n_head = tiny.config.n_head as u32;
     for coop in [false, true] {
-        assert_eq!(glmw::gpu::ops::prefill_splits(coop, 3, n_head, 303, 512), 4);
+        let rows = glmw::gpu::ops::prefill_split_rows(coop, 512);
+        assert_eq!(
+            glmw::gpu::ops::prefill_splits(coop, 3, n_head, 303, rows),
+            4
+        );
     }
     let p = prompt(303, 21);
     let mut r = Reference::new(tiny, 512, MlaForm::Absorbed);

@@ -241,17 +241,29 @@ pub const ATTENTION_COOP_PREFILL_SPLIT_MIN: usize = 1024;
 /// kernel, where its decode step takes 1.5 ms (H100, session 20).
 pub const PREFILL_ATTENTION_GROUPS: u32 = 256;
 
-/// Split slots the prefill's partial buffers hold per token of a full
-/// chunk: a chunk's tokens × splits stays within ubatch × this.
-pub const PREFILL_SPLIT_SLOTS: u32 = 2;
+/// (token, split) rows the prefill's partial buffers hold for chunks of up
+/// to `ubatch` tokens, for `prefill_splits`: twice the chunk on
+/// attention_coop (a full chunk splits in two past
+/// ATTENTION_COOP_PREFILL_SPLIT_MIN positions). On attention.wgsl a full
+/// chunk attends in one split and a short one (fewer than
+/// PREFILL_ATTENTION_GROUPS tokens) stops at that many workgroups, so
+/// twice that is room enough, whatever the ubatch.
+pub fn prefill_split_rows(coop: bool, ubatch: u32) -> u32 {
+    let twice = ubatch.saturating_mul(2);
+    match coop {
+        true => twice,
+        false => twice.min(2 * PREFILL_ATTENTION_GROUPS),
+    }
+}
 
 /// Position splits of every token of a prefill chunk of `n_tok` tokens
-/// (chunks of up to `ubatch`) whose last token attends over `n_pos`
-/// positions, on attention_coop.wgsl (`coop`) or attention.wgsl: enough
-/// for PREFILL_ATTENTION_GROUPS workgroups, each split at least two tiles,
-/// within the partial buffers' PREFILL_SPLIT_SLOTS; a full chunk takes one
-/// (two on attention_coop past ATTENTION_COOP_PREFILL_SPLIT_MIN).
-pub fn prefill_splits(coop: bool, n_tok: u32, n_head: u32, n_pos: usize, ubatch: u32) -> u32 {
+/// whose last token attends over `n_pos` positions, on attention_coop.wgsl
+/// (`coop`) or attention.wgsl: enough for PREFILL_ATTENTION_GROUPS
+/// workgroups, each split at least two tiles, the chunk's tokens × splits
+/// within the partial buffers' `rows` (`prefill_split_rows`); a full chunk
+/// takes one (two on attention_coop past ATTENTION_COOP_PREFILL_SPLIT_MIN).
+/// With one split the attention writes its output directly.
+pub fn prefill_splits(coop: bool, n_tok: u32, n_head: u32, n_pos: usize, rows: u32) -> u32 {
     let n_tok = n_tok.max(1);
     let groups = match coop {
         true => attention_coop_groups(n_tok, n_head),
@@ -262,7 +274,7 @@ pub fn prefill_splits(coop: bool, n_tok: u32, n_head: u32, n_pos: usize, ubatch:
         s = s.max(ATTENTION_COOP_PREFILL_SPLITS);
     }
     let by_len = u32::try_from(n_pos / (2 * ATTENTION_TILE)).unwrap_or(u32::MAX);
-    let by_room = PREFILL_SPLIT_SLOTS * ubatch.max(n_tok) / n_tok;
+    let by_room = rows / n_tok;
     s.min(by_len).min(by_room).max(1)
 }
 
@@ -371,10 +383,14 @@ mod tests {
     /// A full chunk keeps its splits (one; two on attention_coop past
     /// 1024 positions); a short chunk deep in the context splits up to
     /// PREFILL_ATTENTION_GROUPS workgroups, each split two tiles or more,
-    /// its slots within the partial buffers.
+    /// its rows within the partial buffers (whose f32 size does not grow
+    /// with the ubatch).
     #[test]
     fn prefill_splits_fill_the_gpu_for_short_chunks() {
-        let s = |coop, n_tok, n_pos| prefill_splits(coop, n_tok, 20, n_pos, 512);
+        let rows = |coop| prefill_split_rows(coop, 512);
+        assert_eq!([rows(false), rows(true)], [512, 1024]);
+        assert_eq!(prefill_split_rows(false, 4096), 512);
+        let s = |coop, n_tok, n_pos| prefill_splits(coop, n_tok, 20, n_pos, rows(coop));
         assert_eq!([s(false, 512, 512), s(false, 512, 16896)], [1, 1]);
         assert_eq!(
             [s(true, 512, 512), s(true, 512, 1024), s(true, 512, 16896)],
@@ -391,8 +407,8 @@ mod tests {
         for n_tok in 1..=512u32 {
             for n_pos in [1usize, 63, 64, 1000, 5000, 70_000] {
                 for coop in [false, true] {
-                    let sp = prefill_splits(coop, n_tok, 20, n_pos, 512);
-                    assert!(sp >= 1 && n_tok * sp <= PREFILL_SPLIT_SLOTS * 512);
+                    let sp = prefill_splits(coop, n_tok, 20, n_pos, rows(coop));
+                    assert!(sp == 1 || n_tok * sp <= rows(coop));
                     assert!(sp == 1 || n_pos / sp as usize >= 2 * ATTENTION_TILE);
                 }
             }

@@ -161,13 +161,9 @@ impl Prefill {
     /// the same for all of them; each token's step record carries it).
     pub fn chunk(&self, n_tok: usize, pos: usize) -> Chunk {
         let n = n_tok.clamp(1, self.ubatch) as u32;
-        let splits = ops::prefill_splits(
-            self.coop_attention,
-            n,
-            self.n_head,
-            pos.saturating_add(n_tok),
-            self.ubatch as u32,
-        );
+        let coop = self.coop_attention;
+        let rows = ops::prefill_split_rows(coop, self.ubatch as u32);
+        let splits = ops::prefill_splits(coop, n, self.n_head, pos.saturating_add(n_tok), rows);
         Chunk { n_tok: n, splits }
     }
 
@@ -380,7 +376,9 @@ pub fn build(
     let tile = ops::matmul_tile(gpu.caps.coop);
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
     let k = Splits::new(c, gpu.caps.coop, u);
-    let a = Acts::new(gpu, c, u, n_used, k)?;
+    let coop_attention = ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope);
+    let split_rows = ops::prefill_split_rows(coop_attention, u as u32) as usize;
+    let a = Acts::new(gpu, c, u, n_used, split_rows, k)?;
     let p = Uniforms::new(gpu, c, u, n_used, k, a.kv_off);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
@@ -402,7 +400,7 @@ pub fn build(
     Ok(Prefill {
         ubatch,
         tile,
-        coop_attention: ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope),
+        coop_attention,
         n_head: c.n_head as u32,
         ops,
         n_used: n_used as u32,

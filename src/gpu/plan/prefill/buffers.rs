@@ -53,8 +53,8 @@ pub(super) struct Acts {
     pub(super) q_abs: wgpu::Buffer,
     pub(super) o: wgpu::Buffer,
     /// The attention's split outputs where a chunk's tokens attend in
-    /// several (`ops::prefill_splits`; slots for ubatch ×
-    /// PREFILL_SPLIT_SLOTS tokens' rows), merged into `o`.
+    /// several (`ops::prefill_splits`), `split_rows` (token, split) rows
+    /// (`ops::prefill_split_rows`), merged into `o`.
     pub(super) o_part: wgpu::Buffer,
     pub(super) ml: wgpu::Buffer,
     pub(super) v_heads: wgpu::Buffer,
@@ -72,12 +72,18 @@ pub(super) struct Acts {
 }
 
 impl Acts {
-    pub(super) fn new(gpu: &Gpu, c: &Config, u: usize, n_used: usize, k: Splits) -> Result<Acts> {
+    /// `split_rows`: the attention's partial rows (`ops::prefill_split_rows`).
+    pub(super) fn new(
+        gpu: &Gpu,
+        c: &Config,
+        u: usize,
+        n_used: usize,
+        split_rows: usize,
+        k: Splits,
+    ) -> Result<Acts> {
         let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
         let (n_expert, _, n_ff_exp, n_ff_sh) = c.moe_dims();
         let n_qk = c.n_embd_head_qk();
-        // A chunk's tokens × attention splits (`ops::prefill_splits`).
-        let slots = ops::PREFILL_SPLIT_SLOTS as usize;
         let kv_off = k.q_a.checked_mul(k.plane(c.n_lora_q.max(1)));
         let qkv = kv_off.and_then(|q| q.checked_add(k.kv_a.checked_mul(k.plane(c.kv_row()))?));
         let (Some(kv_off), Some(qkv)) = (kv_off, qkv) else {
@@ -96,8 +102,8 @@ impl Acts {
             q: s("pf.q", &[u, c.n_head, n_qk])?,
             q_abs: s("pf.q_abs", &[u, c.n_head, c.n_lora_kv])?,
             o: s("pf.attn_out", &[u, c.n_head, c.n_lora_kv])?,
-            o_part: s("pf.attn_parts", &[u, slots, c.n_head, c.n_lora_kv])?,
-            ml: s("pf.ml", &[u, slots, c.n_head, 2])?,
+            o_part: s("pf.attn_parts", &[split_rows, c.n_head, c.n_lora_kv])?,
+            ml: s("pf.ml", &[split_rows, c.n_head, 2])?,
             v_heads: s("pf.v_heads", &[u, c.n_head, c.n_embd_head_v])?,
             h2: s("pf.ffn_norm", &[u, c.n_embd])?,
             result_norm: s("pf.result_norm", &[u, c.n_embd])?,
