@@ -501,7 +501,7 @@ impl<'a> Engine<'a> {
             .write_buffer(&pf.tokens, 0, bytemuck::cast_slice(chunk));
         let steps: Vec<ops::Step> = (0..chunk.len())
             .map(|j| ops::Step {
-                n_split: ch.splits,
+                n_split: ch.splits(),
                 ..self.step_at(self.pos + j)
             })
             .collect();

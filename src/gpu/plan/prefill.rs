@@ -62,11 +62,20 @@ enum Dim {
 }
 
 /// What recording a chunk depends on: its token count and the position
-/// splits of its tokens' attention (`Prefill::chunk`).
+/// splits of its tokens' attention. Only `Prefill::chunk` makes one, so
+/// the splits always fit the partial buffers.
 #[derive(Clone, Copy, Debug)]
 pub struct Chunk {
-    pub n_tok: u32,
-    pub splits: u32,
+    n_tok: u32,
+    splits: u32,
+}
+
+impl Chunk {
+    /// Position splits of every token's attention (its step record's
+    /// `n_split`).
+    pub fn splits(&self) -> u32 {
+        self.splits
+    }
 }
 
 struct Op {
