@@ -38,12 +38,6 @@ impl Step {
             rope,
         }
     }
-
-    /// The same token attending in one split (a full prefill chunk's
-    /// tokens give the attention enough workgroups).
-    pub fn one_split(self) -> Step {
-        Step { n_split: 1, ..self }
-    }
 }
 
 /// Most attention splits per token: one attention workgroup each (all heads
