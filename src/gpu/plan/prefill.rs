@@ -110,6 +110,9 @@ pub struct Prefill {
     tile: u32,
     /// The attention runs on attention_coop.wgsl (`ops::attention_coop_fits`).
     coop_attention: bool,
+    /// (token, split) rows the attention's partial buffers hold
+    /// (`ops::prefill_split_rows`); a chunk's splits stay within them.
+    split_rows: u32,
     n_head: u32,
     ops: Vec<Op>,
     n_used: u32,
@@ -168,9 +171,9 @@ impl Prefill {
     /// the same for all of them; each token's step record carries it).
     pub fn chunk(&self, n_tok: usize, pos: usize) -> Chunk {
         let n = n_tok.clamp(1, self.ubatch) as u32;
-        let coop = self.coop_attention;
-        let rows = ops::prefill_split_rows(coop, self.ubatch as u32);
-        let splits = ops::prefill_splits(coop, n, self.n_head, pos.saturating_add(n_tok), rows);
+        let n_pos = pos.saturating_add(n_tok);
+        let splits =
+            ops::prefill_splits(self.coop_attention, n, self.n_head, n_pos, self.split_rows);
         Chunk { n_tok: n, splits }
     }
 
@@ -268,6 +271,7 @@ impl Prefill {
             identity: &self.identity,
             routed_tiles: &self.routed_tiles,
             routed_order: &self.routed_order,
+            coop_attention: self.coop_attention,
             low: Lowered::default(),
         };
         b.low.lower(&[ResultNorm]);
@@ -324,6 +328,9 @@ struct Builder<'a> {
     identity: &'a wgpu::Buffer,
     routed_tiles: &'a wgpu::Buffer,
     routed_order: &'a wgpu::Buffer,
+    /// The attention runs on attention_coop.wgsl: decided once in `build`,
+    /// where the split buffers are sized for it.
+    coop_attention: bool,
     low: Lowered,
 }
 
@@ -384,8 +391,8 @@ pub fn build(
     let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
     let k = Splits::new(c, gpu.caps.coop, u);
     let coop_attention = ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope);
-    let split_rows = ops::prefill_split_rows(coop_attention, u as u32) as usize;
-    let a = Acts::new(gpu, c, u, n_used, split_rows, k)?;
+    let split_rows = ops::prefill_split_rows(coop_attention, u as u32);
+    let a = Acts::new(gpu, c, u, n_used, split_rows as usize, k)?;
     let p = Uniforms::new(gpu, c, u, n_used, k, a.kv_off);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
@@ -400,6 +407,7 @@ pub fn build(
         identity: &identity,
         routed_tiles: &routed_tiles,
         routed_order: &routed_order,
+        coop_attention,
         low: Lowered::default(),
     };
     b.layers(c, w, caches, &a, &p)?;
@@ -408,6 +416,7 @@ pub fn build(
         ubatch,
         tile,
         coop_attention,
+        split_rows,
         n_head: c.n_head as u32,
         ops,
         n_used: n_used as u32,

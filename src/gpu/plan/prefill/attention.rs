@@ -136,7 +136,7 @@ impl Builder<'_> {
     ) -> Result<()> {
         let name = |op: &str| format!("blk.{il}.{op}");
         let (n_head, n_lat) = (c.n_head as u32, c.n_lora_kv);
-        let coop = ops::attention_coop_fits(self.gpu, c.n_embd_head_qk_rope);
+        let coop = self.coop_attention;
         let attention = |o: &wgpu::Buffer| -> Result<(Dispatch, [Dim; 3])> {
             let (steps, q_abs, q, ml) = (&a.steps, &a.q_abs, &a.q, &a.ml);
             Ok(match coop {
