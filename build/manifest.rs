@@ -39,6 +39,7 @@ const MATMUL_COOP_OVERRIDES: &[(&str, &[f64])] = &[
     ("GATE_UP", &[0.0, 1.0]),
     ("ACCUM", &[0.0, 1.0]),
     ("WIDE", &[0.0, 1.0]),
+    ("SHORT", &[0.0, 1.0]),
 ];
 
 pub const KERNELS: &[KernelDef] = &[

@@ -9,7 +9,8 @@ enable wgpu_cooperative_matrix;
 // Bindings: as matmul.wgsl (0 params, 1 x, 2 y, 3 tiles, 4 order, 6 and 7
 // the weights of the format file).
 // Dispatch: (ceil(rows / OUT), tiles, heads), OUT = ROWS (or ROWS / 2 with
-// GATE_UP); tiles of up to TOK rows of x.
+// GATE_UP); tiles of up to TOK rows of x, or with SHORT up to TOK / 2
+// where the tile's fourth word is 1 (moe_group.wgsl's `small` tiles).
 //
 // Each workgroup owns OUT output rows of one tile. Per step of KU units (64
 // columns) invocation i dequantizes unit i % 2 of weight row i / 2 into
@@ -28,6 +29,13 @@ enable wgpu_cooperative_matrix;
 // n's row r at n·ROWS + r), from which the epilogue (silu(gate)·up,
 // ACCUM) writes y. Subgroups of 4 to 64 lanes: with fewer than 8
 // subgroups (four of 64 lanes, WIDE) each also takes quarters 2 and 3.
+// A 32-token tile (tile32, with SHORT) stages two x vec4s an invocation
+// and each subgroup takes one row block by both quarters: half the x
+// staging, B fragments and products of a 64-token step, where a
+// half-full 64-token tile pays for all of them (a 512-token chunk gives
+// an expert ~32 tokens; H100: routed matmuls -5%, session 22). Two
+// functions, one chosen per workgroup, rather than branches inside the
+// step (session 17: those cost more than they saved).
 //
 // Why these layouts (H100 measurements in docs/perf-journal.md, session
 // 10): the weights' loads and dequantization, not the tensor-core
@@ -74,6 +82,10 @@ override ACCUM: bool = false;
 // then takes the other two quarters too. Off where they cannot be, so
 // those accumulators take no registers.
 override WIDE: bool = true;
+// Tiles may be short (tile.w = 1: tile32). Off for the dense matmuls, whose
+// tiles are all full but a chunk's last: that kernel then has tile64
+// alone, which ran 2-4% faster than beside tile32 (H100, session 22).
+override SHORT: bool = true;
 
 struct Params {
     rows: u32,
@@ -179,11 +191,10 @@ fn x_at(tile: vec4<u32>, j: u32, z: u32, q: u32) -> u32 {
     return (a / p.x_div) * p.x_tok + z * p.x_stride + q;
 }
 
-// Token quarter h's accumulators of row blocks rb and rb + 1 into cs: `c`
-// and `c2` where `on`, or (the second set of a wide subgroup) `e` and `e2`
-// where `on2`; then the epilogue; barriers around it for cs.
-fn finish(c: MatC, c2: MatC, on: bool, e: MatC, e2: MatC, on2: bool, rb: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
-    let o = rb * 16u;
+// Token quarter h's accumulators of row blocks at cs offset o and o + 16
+// into cs: `c` and `c2` where `on`, or (the second set of a wide subgroup)
+// `e` and `e2` where `on2`; then the epilogue.
+fn finish(c: MatC, c2: MatC, on: bool, e: MatC, e2: MatC, on2: bool, o: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
     if on {
         coopStore(c, &cs[o], ROWS);
         coopStore(c2, &cs[o + 16u], ROWS);
@@ -192,6 +203,23 @@ fn finish(c: MatC, c2: MatC, on: bool, e: MatC, e2: MatC, on2: bool, rb: u32, li
         coopStore(e, &cs[o], ROWS);
         coopStore(e2, &cs[o + 16u], ROWS);
     }
+    emit(lid, tile, h, r0, z);
+}
+
+// tile32's: token quarter h's accumulator of the row block at cs offset o
+// where `on`, and of the block four further where `on2` (wide).
+fn finish32(c: MatC, on: bool, e: MatC, on2: bool, o: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
+    if on {
+        coopStore(c, &cs[o], ROWS);
+    }
+    if WIDE && on2 {
+        coopStore(e, &cs[o + 64u], ROWS);
+    }
+    emit(lid, tile, h, r0, z);
+}
+
+// The epilogue of one token quarter, with barriers around it for cs.
+fn emit(lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
     workgroupBarrier();
     write_out(lid, tile, h, r0, z);
     workgroupBarrier();
@@ -227,6 +255,35 @@ fn write_out(lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
     }
 }
 
+// What every invocation stages, whichever the tile's shape: its weight
+// row's first unit (`base`, clamped: rows past the matrix are computed and
+// dropped), its unit of each step (`lu`) and where that goes in wa (`wo`);
+// its x vec4 q of tokens j + 16m; the workgroup's first output row.
+struct Lane {
+    base: u32,
+    lu: u32,
+    wo: u32,
+    j: u32,
+    q: u32,
+    r0: u32,
+}
+
+fn lane(lid: u32, wid: vec3<u32>, tile: vec4<u32>) -> Lane {
+    var out_rows = ROWS;
+    if GATE_UP {
+        out_rows = ROWS / 2u;
+    }
+    let r0 = wid.x * out_rows;
+    let lr = lid / KU;
+    let lu = lid % KU;
+    var row = min(r0 + lr % out_rows, p.rows - 1u);
+    if GATE_UP && lr >= out_rows {
+        row += p.rows;
+    }
+    let base = (tile.x + wid.z) * p.mat_units + row * p.row_units;
+    return Lane(base, lu, lu * HALF + lr, lid / 16u, lid % 16u, r0);
+}
+
 @compute @workgroup_size(WG)
 fn main(
     @builtin(local_invocation_index) lid: u32,
@@ -239,29 +296,22 @@ fn main(
     if tile.z == 0u {
         return;
     }
-    var out_rows = ROWS;
-    if GATE_UP {
-        out_rows = ROWS / 2u;
+    let l = lane(lid, wid, tile);
+    if SHORT && tile.w != 0u {
+        tile32(l, lid, sg, n_sg, wid.z, tile);
+    } else {
+        tile64(l, lid, sg, n_sg, wid.z, tile);
     }
-    let r0 = wid.x * out_rows;
-    let mat = (tile.x + wid.z) * p.mat_units;
-    // This invocation's weight row (clamped: rows past the matrix are
-    // computed and dropped) and unit of each step.
-    let lr = lid / KU;
-    let lu = lid % KU;
-    var row = min(r0 + lr % out_rows, p.rows - 1u);
-    if GATE_UP && lr >= out_rows {
-        row += p.rows;
-    }
-    let base = mat + row * p.row_units;
-    let wo = lu * HALF + lr;
-    // This invocation's x vec4s of each step: vec4 q of tokens j + 16m.
-    let j = lid / 16u;
-    let q = lid % 16u;
-    let xo0 = x_at(tile, j, wid.z, q);
-    let xo1 = x_at(tile, j + 16u, wid.z, q);
-    let xo2 = x_at(tile, j + 32u, wid.z, q);
-    let xo3 = x_at(tile, j + 48u, wid.z, q);
+}
+
+// A tile of up to 64 tokens.
+fn tile64(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
+    let j = l.j;
+    let q = l.q;
+    let xo0 = x_at(tile, j, z, q);
+    let xo1 = x_at(tile, j + 16u, z, q);
+    let xo2 = x_at(tile, j + 32u, z, q);
+    let xo3 = x_at(tile, j + 48u, z, q);
     // Subgroup s owns row blocks rb, rb + 1 and token quarters hq, hq + 1:
     // two A and two B fragments a k-block for four products (one A and
     // four B took a quarter more fragment loads). Subgroups 8 and up idle.
@@ -281,19 +331,19 @@ fn main(
     var e11 = MatC();
     // The next step's weights and x are loaded before this step's products,
     // so their latency overlaps them.
-    var w = load_unit(base, lu);
+    var w = load_unit(l.base, l.lu);
     var x0 = load_x(xo0, q, 0u);
     var x1 = load_x(xo1, q, 0u);
     var x2 = load_x(xo2, q, 0u);
     var x3 = load_x(xo3, q, 0u);
     for (var u0 = 0u; u0 < p.units; u0 += KU) {
-        stage_store(wo, w);
+        stage_store(l.wo, w);
         store_x(j, q, x0);
         store_x(j + 16u, q, x1);
         store_x(j + 32u, q, x2);
         store_x(j + 48u, q, x3);
         workgroupBarrier();
-        w = load_unit(base, u0 + KU + lu);
+        w = load_unit(l.base, u0 + KU + l.lu);
         x0 = load_x(xo0, q, u0 + KU);
         x1 = load_x(xo1, q, u0 + KU);
         x2 = load_x(xo2, q, u0 + KU);
@@ -324,8 +374,60 @@ fn main(
     }
     let lo = busy && hq == 0u;
     let hi = busy && hq == 2u;
-    finish(c00, c10, lo, e00, e10, false, rb, lid, tile, 0u, r0, wid.z);
-    finish(c01, c11, lo, e01, e11, false, rb, lid, tile, 1u, r0, wid.z);
-    finish(c00, c10, hi, e00, e10, busy && second, rb, lid, tile, 2u, r0, wid.z);
-    finish(c01, c11, hi, e01, e11, busy && second, rb, lid, tile, 3u, r0, wid.z);
+    let o = 16u * rb;
+    finish(c00, c10, lo, e00, e10, false, o, lid, tile, 0u, l.r0, z);
+    finish(c01, c11, lo, e01, e11, false, o, lid, tile, 1u, l.r0, z);
+    finish(c00, c10, hi, e00, e10, busy && second, o, lid, tile, 2u, l.r0, z);
+    finish(c01, c11, hi, e01, e11, busy && second, o, lid, tile, 3u, l.r0, z);
+}
+
+// A tile of up to 32 tokens (tile.w = 1: an expert's last 32 or fewer
+// assignments, a chunk's last 32 or fewer tokens): half the x staging, B
+// fragments and products of a 64-token step. Subgroup s owns row block s
+// (and s + 4 where wide) by both token quarters: one A and two B
+// fragments a k-block for two products.
+fn tile32(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
+    let j = l.j;
+    let q = l.q;
+    let xo0 = x_at(tile, j, z, q);
+    let xo1 = x_at(tile, j + 16u, z, q);
+    let busy = sg < BLOCKS;
+    let second = WIDE && n_sg < BLOCKS;
+    let rb = sg % BLOCKS;
+    // c<quarter> of row block rb; e the same of rb + 4
+    var c0 = MatC();
+    var c1 = MatC();
+    var e0 = MatC();
+    var e1 = MatC();
+    var w = load_unit(l.base, l.lu);
+    var x0 = load_x(xo0, q, 0u);
+    var x1 = load_x(xo1, q, 0u);
+    for (var u0 = 0u; u0 < p.units; u0 += KU) {
+        stage_store(l.wo, w);
+        store_x(j, q, x0);
+        store_x(j + 16u, q, x1);
+        workgroupBarrier();
+        w = load_unit(l.base, u0 + KU + l.lu);
+        x0 = load_x(xo0, q, u0 + KU);
+        x1 = load_x(xo1, q, u0 + KU);
+        for (var k = 0u; k < KU * 32u; k += 16u) {
+            let ka = (k / 32u) * HALF + (k % 32u) * AS;
+            if busy {
+                let a0 = load_a(ka + 16u * rb);
+                let b0 = load_b(k);
+                let b1 = load_b(16u * KS + k);
+                c0 = mma(a0, b0, c0);
+                c1 = mma(a0, b1, c1);
+                if second {
+                    let a1 = load_a(ka + 16u * rb + 64u);
+                    e0 = mma(a1, b0, e0);
+                    e1 = mma(a1, b1, e1);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    let o = 16u * rb;
+    finish32(c0, busy, e0, busy && second, o, lid, tile, 0u, l.r0, z);
+    finish32(c1, busy, e1, busy && second, o, lid, tile, 1u, l.r0, z);
 }

@@ -10,7 +10,8 @@
 //! Dense cases run in the plan's tiles (32; 64 for matmul_coop) and in
 //! tiles of 8 (partly empty tiles, as routed experts' often are). matmul_coop.wgsl
 //! (cooperative matrices) runs the same cases where the adapter offers
-//! them; elsewhere each test says it skipped it.
+//! them, its short tiles (tile32) included; elsewhere each test says it
+//! skipped it.
 
 mod common;
 
@@ -132,16 +133,20 @@ struct Tiles {
     tiles: wgpu::Buffer,
     order: wgpu::Buffer,
     n_tiles: u32,
+    /// Some tiles are short: matmul_coop runs with SHORT.
+    short: bool,
 }
 
 /// The host-written dense tiles of prefill.rs (`write_chunk`) over an
 /// identity order as long as a whole last tile (rows past `n_tok` exist
-/// in `order`, as in a chunk shorter than ubatch).
-fn dense_tiles(n_tok: usize, tile: u32) -> Tiles {
+/// in `order`, as in a chunk shorter than ubatch); with `short`, every
+/// tile flagged short (matmul_coop's tile32, full ones too).
+fn dense_tiles(n_tok: usize, (tile, short): (u32, bool)) -> Tiles {
     let n = n_tok as u32;
-    let tiles: Vec<[u32; 4]> = (0..n.div_ceil(tile))
-        .map(|i| [0, i * tile, tile.min(n - i * tile), 0])
-        .collect();
+    let mut tiles = ops::dense_tiles(n, tile);
+    for t in tiles.iter_mut() {
+        t[3] = short as u32;
+    }
     let ids: Vec<u32> = (0..n.next_multiple_of(tile) + EXTRA_ROWS as u32).collect();
     let gpu = common::gpu();
     Tiles {
@@ -149,6 +154,7 @@ fn dense_tiles(n_tok: usize, tile: u32) -> Tiles {
         tiles: gpu.storage("tiles", bytemuck::cast_slice(&tiles)).unwrap(),
         order: gpu.storage("order", bytemuck::cast_slice(&ids)).unwrap(),
         n_tiles: tiles.len() as u32,
+        short,
     }
 }
 
@@ -248,6 +254,7 @@ fn check(
                 gate_up,
                 accum,
                 wide,
+                short: t.short,
             };
             let d = ops::matmul_coop(gpu, pipes, c.fmt, o, &b).unwrap();
             (d, ops::matmul_coop_rows(gate_up), COOP_TOL)
@@ -300,13 +307,22 @@ fn check_dense(name: &str, cases: &[Case]) {
         } else {
             vec![f32::NAN; c.y_len()]
         };
-        for t in [MATMUL_TILE, SHORT_TILE].map(|n| dense_tiles(c.n_rows, n)) {
+        for t in [(MATMUL_TILE, false), (SHORT_TILE, false)].map(|n| dense_tiles(c.n_rows, n)) {
             for pipes in common::pipelines() {
                 worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
             }
         }
         if with_coop {
-            for t in [MATMUL_COOP_TILE, SHORT_TILE].map(|n| dense_tiles(c.n_rows, n)) {
+            // The plan's tiles, tiles of 8 on tile64, and tiles of 32 and
+            // of 8 on tile32.
+            let small = ops::matmul_small_tile(true);
+            let shapes = [
+                (MATMUL_COOP_TILE, false),
+                (SHORT_TILE, false),
+                (small, true),
+                (SHORT_TILE, true),
+            ];
+            for t in shapes.map(|n| dense_tiles(c.n_rows, n)) {
                 let e = check(true, &common::pipelines()[0], c, &w, &t, &x, &y0).0;
                 worst_coop = worst_coop.max(e);
             }
@@ -517,8 +533,9 @@ fn select(n_tok: usize, n_used: usize, n_expert: usize, seed: u64) -> Vec<u32> {
 
 /// Run moe_group over `sel` and check its outputs exactly: `order` a
 /// permutation of the assignments sorted by expert, `tiles` each expert's
-/// run in tiles of `tile` then zero tiles up to max_tiles.
-fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, tile: u32) -> Tiles {
+/// run in tiles of `tile`, except that a last tile of `small` or fewer
+/// follows all full-size ones, flagged; then zero tiles up to max_tiles.
+fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, (tile, small): (u32, u32)) -> Tiles {
     let gpu = common::gpu();
     let n_assign = sel.len();
     let max_tiles = ops::max_tiles(n_assign as u32, n_expert as u32, tile);
@@ -529,6 +546,8 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, tile: u32) -> Tiles {
             n_expert: n_expert as u32,
             tile,
             max_tiles,
+            small,
+            _pad: [0; 3],
         },
     );
     let sb = gpu.storage("sel", bytemuck::cast_slice(sel)).unwrap();
@@ -564,15 +583,20 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, tile: u32) -> Tiles {
         "{tag}: order not grouped by expert: {experts:?}"
     );
 
-    let mut want: Vec<[u32; 4]> = Vec::new();
+    let (mut want, mut short): (Vec<[u32; 4]>, Vec<[u32; 4]>) = (Vec::new(), Vec::new());
     let mut first = 0;
     for e in 0..n_expert as u32 {
         let c = sel.iter().filter(|&&s| s == e).count() as u32;
         for i in (0..c).step_by(tile as usize) {
-            want.push([e, first + i, tile.min(c - i), 0]);
+            let n = tile.min(c - i);
+            match n < tile && n <= small {
+                true => short.push([e, first + i, n, 1]),
+                false => want.push([e, first + i, n, 0]),
+            }
         }
         first += c;
     }
+    want.extend(short);
     assert!(
         want.len() <= max_tiles as usize,
         "{tag}: max_tiles too small"
@@ -586,6 +610,7 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, tile: u32) -> Tiles {
         tiles,
         order,
         n_tiles: max_tiles,
+        short: small > 0,
     }
 }
 
@@ -675,7 +700,8 @@ fn check_moe(m: &Moe, seed: u64, coop: bool) -> (f64, f64) {
         false => common::pipelines(),
     };
     for pipes in pipes {
-        let t = group(pipes, &sel, m.n_expert, ops::matmul_tile(coop));
+        let shape = (ops::matmul_tile(coop), ops::matmul_small_tile(coop));
+        let t = group(pipes, &sel, m.n_expert, shape);
         let (e, act) = check(coop, pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
         worst_mm = worst_mm.max(e);
         let act = &act[..down.x_len()];
@@ -715,7 +741,8 @@ fn moe_routed_group_matmuls_and_sum() {
         // 90 assignments, 36 to expert 0: a full tile of 32 and one of 4
         // (matmul.wgsl's second subgroup skips its products)
         moe(Q4_0, Q8_0, 256, 96, 45),
-        // 180 assignments, 72 to expert 0: matmul_coop's 64 and 8
+        // 180 assignments, 72 to expert 0: matmul_coop's 64 and a short
+        // tile of 8 (its other experts' runs are short tiles too)
         moe(Q4_0, Q8_0, 128, 96, 90),
         moe(Q5K, Q6K, 256, 256, 21),
         moe(Q4K, Q6K, 256, 512, 21),
@@ -750,6 +777,30 @@ fn moe_routed_group_matmuls_and_sum() {
          (tolerance {COOP_TOL:.0e}, run: {with_coop})",
         cases.len()
     );
+}
+
+/// moe_group's short tiles (matmul_coop's tile32) in both variants, where
+/// lavapipe runs them: each expert's last run of 32 or fewer assignments
+/// after every full tile of 64, flagged; a run of exactly 64 or of 33 and
+/// more stays full-size.
+#[test]
+fn moe_group_short_tiles() {
+    let shape = (MATMUL_COOP_TILE, ops::matmul_small_tile(true));
+    // Runs per expert: 240 = 3 × 64 + 48 (all full-size), exactly 64, 32
+    // (short), 33 (full-size), 1, none, 97 = 64 + 33, 70 = 64 + 6 (short);
+    // interleaved, so the grouping has to sort them.
+    let counts = [240, 64, 32, 33, 1, 0, 97, 70];
+    let mut sel: Vec<u32> = (0..8u32)
+        .flat_map(|e| std::iter::repeat_n(e, counts[e as usize]))
+        .collect();
+    let n = sel.len();
+    let stride = 7; // a prime, so coprime with n where it does not divide it
+    assert!(n % stride != 0);
+    sel = (0..n).map(|i| sel[i * stride % n]).collect();
+    // (distinct experts per token do not matter to the grouping)
+    for pipes in common::pipelines() {
+        group(pipes, &sel, 8, shape);
+    }
 }
 
 /// `--no-coopmat` opens the device without cooperative matrices, so the

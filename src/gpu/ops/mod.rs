@@ -232,6 +232,25 @@ pub const MATMUL_TILE: u32 = 32;
 /// products, bounds it, so each staged weight serves more tokens.
 pub const MATMUL_COOP_TILE: u32 = 64;
 
+/// Rows of x a short tile of matmul_coop.wgsl holds (its tile32, chosen by
+/// a tile's fourth word where SHORT is on): an expert's last run of
+/// assignments, where it fits, takes one (`moe_group.wgsl`'s `small`).
+/// matmul.wgsl has one tile shape (0: none).
+pub fn matmul_small_tile(coop: bool) -> u32 {
+    match coop {
+        true => MATMUL_COOP_TILE / 2,
+        false => 0,
+    }
+}
+
+/// A chunk's dense tiles, (0, first, count, 0) over its `n_tok` tokens in
+/// tiles of `tile`.
+pub fn dense_tiles(n_tok: u32, tile: u32) -> Vec<[u32; 4]> {
+    (0..n_tok.div_ceil(tile))
+        .map(|i| [0, i * tile, tile.min(n_tok - i * tile), 0])
+        .collect()
+}
+
 /// Rows of x per prefill matmul tile for the kernel the adapter runs
 /// (`Caps::coop`): the plan's dense tiles and the experts' grouping.
 pub fn matmul_tile(coop: bool) -> u32 {
@@ -350,6 +369,10 @@ pub struct MoeGroupParams {
     pub n_expert: u32,
     pub tile: u32,
     pub max_tiles: u32,
+    /// An expert's last run of this many assignments or fewer is a short
+    /// tile (`matmul_small_tile`; 0: none).
+    pub small: u32,
+    pub _pad: [u32; 3],
 }
 
 /// Most tiles `n_assign` assignments over `n_expert` experts can make.

@@ -106,8 +106,10 @@ impl When {
 pub struct Prefill {
     /// Most tokens per chunk.
     pub ubatch: usize,
-    /// Tokens per matmul tile (`ops::matmul_tile`).
+    /// Tokens per matmul tile (`ops::matmul_tile`), and per short tile
+    /// (`ops::matmul_small_tile`).
     tile: u32,
+    small_tile: u32,
     /// The attention runs on attention_coop.wgsl (`ops::attention_coop_fits`).
     coop_attention: bool,
     /// (token, split) rows the attention's partial buffers hold
@@ -182,9 +184,7 @@ impl Prefill {
     pub fn write_chunk(&self, gpu: &Gpu, chunk: Chunk) {
         let n_tok = chunk.n_tok;
         let t = self.tile;
-        let tiles: Vec<[u32; 4]> = (0..n_tok.div_ceil(t))
-            .map(|i| [0, i * t, t.min(n_tok - i * t), 0])
-            .collect();
+        let tiles = ops::dense_tiles(n_tok, t);
         gpu.queue
             .write_buffer(&self.dense_tiles, 0, bytemuck::cast_slice(&tiles));
         let n_assign = n_tok * self.n_used;
@@ -193,6 +193,8 @@ impl Prefill {
             n_expert: self.n_expert,
             tile: t,
             max_tiles: ops::max_tiles(n_assign, self.n_expert, t),
+            small: self.small_tile,
+            _pad: [0; 3],
         };
         gpu.queue
             .write_buffer(&self.group_params, 0, bytemuck::bytes_of(&gp));
@@ -415,6 +417,7 @@ pub fn build(
     Ok(Prefill {
         ubatch,
         tile,
+        small_tile: ops::matmul_small_tile(gpu.caps.coop),
         coop_attention,
         split_rows,
         n_head: c.n_head as u32,

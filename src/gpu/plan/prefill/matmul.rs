@@ -128,6 +128,7 @@ impl Builder<'_> {
                 gate_up,
                 accum,
                 wide,
+                short: v.routed,
             };
             let d = ops::matmul_coop(self.gpu, self.pipes, m.format, o, &b)?;
             (d, ops::matmul_coop_rows(gate_up))
