@@ -39,7 +39,10 @@ enable wgpu_cooperative_matrix;
 //
 // Why these layouts (H100 measurements in docs/perf-journal.md, session
 // 10): the weights' loads and dequantization, not the tensor-core
-// products, bound the kernel. So the tile is as wide as workgroup memory
+// products, bounded the kernel then. (Session 22: with no weight staging
+// at all a dense matmul runs only 15-25% faster, and with no x staging
+// no faster; the rest is the step's fixed part: loads, two barriers,
+// fragment loads, products.) So the tile is as wide as workgroup memory
 // allows (each weight unit is staged once per 64 tokens; a routed
 // expert's ~32 tokens of a 512-token chunk fit one tile); the two lanes
 // of a row load its two adjacent units (half the lines per subgroup load
