@@ -34,7 +34,11 @@ const MATVEC_OVERRIDES: &[(&str, &[f64])] = &[
     ("COMBINE", &[0.0, 1.0]),
 ];
 
-const MATMUL_OVERRIDES: &[(&str, &[f64])] = &[("GATE_UP", &[0.0, 1.0]), ("ACCUM", &[0.0, 1.0])];
+const MATMUL_OVERRIDES: &[(&str, &[f64])] = &[
+    ("GATE_UP", &[0.0, 1.0]),
+    ("ACCUM", &[0.0, 1.0]),
+    ("ROUTED", &[0.0, 1.0]),
+];
 const MATMUL_COOP_OVERRIDES: &[(&str, &[f64])] = &[
     ("GATE_UP", &[0.0, 1.0]),
     ("ACCUM", &[0.0, 1.0]),

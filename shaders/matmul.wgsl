@@ -3,10 +3,11 @@
 // in f32 on adapters without cooperative matrices (matmul_coop.wgsl has
 // the same params, tiles, bindings and epilogues).
 //
-// Rows of X are processed in tiles of up to TOK rows that share one weight
-// matrix: tiles[wid.y] = (matrix, first, count), and the tile's rows are
-// order[first .. first + count]. Row a reads x from vec4
-// (a / x_div)·x_tok + z·x_stride and writes y[a·y_tok + z·y_stride + y_off + r].
+// Rows of X are processed in tiles of up to TOK rows (TOK32 in the routed
+// pipelines) that share one weight matrix: tiles[wid.y] = (matrix, first,
+// count), and the tile's rows are order[first .. first + count]. Row a
+// reads x from vec4 (a / x_div)·x_tok + z·x_stride and writes
+// y[a·y_tok + z·y_stride + y_off + r].
 // Dense matmuls use consecutive tiles over the identity order; routed
 // experts use moe_group.wgsl's tiles (assignments a = token·n_used + slot
 // sorted by expert, x_div = n_used so gate+up reads the token's row).
@@ -23,59 +24,65 @@
 // GATE_UP: the workgroup's weight rows are OUT gate rows then the same OUT
 // up rows).
 //
-// A workgroup computes a ROWS × TOK block of products, one 32-column unit
-// (K step) at a time. Per step invocation i dequantizes unit u of weight
-// row i into `ws` and copies x vec4 i % 8 of the tile's tokens
-// i / 8 + 8m (m < 4) into `xs`, both as f32 and column-major (one vec4 =
-// 4 rows or 4 tokens of one column). A step's unit and x are loaded
+// A workgroup of 128 computes ROWS = 64 weight rows by a tile of tokens,
+// one 32-column unit (K step) at a time. Per step invocations i < 64
+// dequantize unit u of weight row i into `ws`, and every invocation copies
+// x vec4s of the tile into `xs`, both as f32 and column-major (one vec4 =
+// 4 rows or 4 tokens of one column); a step's unit and x are loaded
 // during the previous step's products (the format's stage_load: raw words
-// where it has them, stage_raw.wgsl; pp512 --no-coopmat +1.6% on an
-// H100). After a barrier invocation (g, t) = ((lid / 4) % 8,
-// 4·(lid / 32) + lid % 4) owns the
-// register tile of rows 4g..4g+4 and 32+4g..32+4g+4 (with GATE_UP: gate
-// rows and their up rows, so the epilogue is local) by tokens 4t..4t+4:
-// eight named vec4 accumulators, 32 FMAs per column from three vec4
-// workgroup loads.
+// where it has them, stage_raw.wgsl). After a barrier each invocation
+// multiplies its register tile; a 32-lane subgroup owns 16 of the tile's
+// tokens, so subgroups past the tile's count skip their products. Two
+// shapes, one per pipeline (`ROUTED`):
+// - tile64 (dense matmuls): tiles of TOK = 64 tokens; invocation (g, t) =
+//   ((lid / 4) % 8, 4·(lid / 32) + lid % 4) owns rows 4g..4g+4 and
+//   32+4g..32+4g+4 (with GATE_UP: gate rows and their up rows, so the
+//   epilogue is local) by tokens 4t..4t+4: eight vec4 accumulators, 32
+//   FMAs per column from three vec4 workgroup loads. Each staged weight
+//   serves 64 tokens: the K-quants' and Q8_0's dequantization is paid
+//   half as often as with tiles of 32 (H100, session 23: the Q5_K shared
+//   gate+up -31%, q_b -18%, kv_a -29%).
+// - tile32 (routed experts): tiles of TOK32 = 32 tokens; invocation (g,
+//   t) = ((lid % 32) / 4 + 8·(s % 2), lid % 4 + 4·(s / 2)), s = lid / 32,
+//   owns rows 4g..4g+4 by tokens 4t..4t+4: four accumulators, 16 FMAs per
+//   column from two loads; with GATE_UP the up rows' results reach their
+//   gate rows through `ws` after the last step. A routed expert gets ~32
+//   of a 512-token chunk's assignments: in tiles of 32 its last short
+//   tile runs half its subgroups, and four subgroups of 64 products each
+//   hide more of the barriers' and loads' latency than two of 128 (H100,
+//   session 23: routed gate+up -7% against tile64's shape in tiles of
+//   32, where tiles of 64 were +9%).
 //
-// The arithmetic, per K step (32 columns):
-// - FMAs: 64 rows · 32 tokens · 32 columns = 65,536 per workgroup, 1,024
-//   per invocation (8 rows · 4 tokens · 32 columns).
-// - Workgroup-memory loads: 3 vec4 per column per invocation, 96 per step:
-//   10.7 FMAs per load (2.7 per float). In a 32-lane subgroup (8 row
-//   groups × 4 token groups) a `ws` load reads 8 distinct vec4 (128
-//   bytes) and an `xs` load 4 (`xs`'s swizzle only permutes them): no
-//   bank conflicts. The staging stores are scalar: a subgroup writes one
-//   column of 32 consecutive rows to `ws`, and 8 columns × 4 tokens to
-//   `xs` through its swizzle: 32 banks either way, so no padding.
-// - Global loads: 64 weight units (Q4_0: 1,152 bytes) and 256 x vec4
-//   (4 KB, which every row workgroup of the tile reads: mostly L1/L2
-//   hits; eight consecutive invocations read one token's 128 bytes, so a
-//   subgroup's load touches 4 lines, not 32): each dequantized weight
-//   serves 32 tokens, each x float 64 rows. Shared memory and L1 share
-//   one pipe (~1 wavefront per clock per SM on NVIDIA): per subgroup and
-//   step ~96 product loads, 48 staging stores, 16 x load lines and the
-//   weight loads (Q4_0: 64 lines, one row per lane) against 1,024 FMA
-//   instructions, a quarter of an SM's FMA issue.
-//   The dequantization (~4 instructions per weight for Q4_0) is ~12% of
-//   the 32 FMAs each weight feeds.
-// - Registers: 32 accumulators + 12 operands + addresses in the product
-//   loop, plus the next step's loads held through it (Q4_0: 5 raw words
-//   and 4 x vec4s; formats without a raw form hold their 32 floats).
-// - Workgroup memory: ws 8 KB + xs 4 KB = 12 KB (+1.5 KB of the shared
-//   prelude's scratch), inside the 16 KB every adapter offers.
+// Workgroup-memory traffic, per column and subgroup: tile64's `ws` loads
+// read 8 distinct vec4 (128 bytes) and its `xs` loads 4 (the swizzle only
+// permutes them); tile32's the same: no bank conflicts. The staging stores
+// are scalar: a subgroup writes one column of 32 consecutive rows to `ws`,
+// and 8 columns × 4 tokens to `xs` through its swizzle: 32 banks either
+// way, so no padding. Global loads: each x vec4 is read by every row
+// workgroup of the tile (mostly L1/L2 hits; eight consecutive invocations
+// read one token's 128 bytes). Registers: tile64 32 accumulators + 12
+// operands, tile32 16 + 8, plus the next step's loads (Q4_0: 5 raw words;
+// formats without a raw form hold their 32 floats; x: 4 or 2 vec4s).
+// Workgroup memory: ws 8 KB + xs 8 KB = 16 KB, what every adapter offers
+// (neither prelude's scratch is used here).
 //
 // Overrides: GATE_UP: W holds gate rows then up rows of each matrix;
 // y = silu(gate · x) · (up · x). ACCUM: y += result (residual adds).
+// ROUTED: tile32 (routed experts), else tile64.
 
-const WG: u32 = 64u;
-/// Rows of x per tile.
+const WG: u32 = 128u;
+/// Rows of x per tile (tile64).
 /// host: gpu::ops::MATMUL_TILE
-const TOK: u32 = 32u;
-/// Weight rows per workgroup (one per invocation; half gate, half up with
-/// GATE_UP).
+const TOK: u32 = 64u;
+/// Rows of x per tile of the routed pipelines (tile32).
+/// host: gpu::ops::MATMUL_ROUTED_TILE
+const TOK32: u32 = 32u;
+/// Weight rows per workgroup (one per staging invocation; half gate, half
+/// up with GATE_UP).
 /// host: gpu::ops::MATMUL_ROWS
 const ROWS: u32 = 64u;
-// Half of ROWS: the distance between an invocation's two row quads.
+// Half of ROWS: tile64's distance between an invocation's two row quads,
+// and the gate rows of a GATE_UP workgroup.
 const HALF: u32 = 32u;
 // vec4s per column of ws (rows) and of xs (tokens).
 const WV: u32 = ROWS / 4u;
@@ -85,6 +92,7 @@ alias Unit = array<vec4<f32>, 8>;
 
 override GATE_UP: bool = false;
 override ACCUM: bool = false;
+override ROUTED: bool = false;
 
 struct Params {
     // rows per matrix handled by this dispatch
@@ -164,8 +172,8 @@ fn stage_x(j: u32, q: u32, v: vec4<f32>) {
     xs[(4u * q + 3u) * XV + o][c] = v.w;
 }
 
-// An invocation's register tile: lo_n / hi_n hold token 4t+n's products
-// with rows 4g..4g+4 / HALF+4g..HALF+4g+4.
+// tile64's register tile: lo_n / hi_n hold token 4t+n's products with
+// rows 4g..4g+4 / HALF+4g..HALF+4g+4.
 struct Acc {
     lo0: vec4<f32>,
     lo1: vec4<f32>,
@@ -177,7 +185,7 @@ struct Acc {
     hi3: vec4<f32>,
 }
 
-// The 32 columns of the staged step on the register tile (g, t).
+// The 32 columns of the staged step on tile64's register tile (g, t).
 fn products(acc: Acc, g: u32, t: u32) -> Acc {
     var a = acc;
     for (var k = 0u; k < 32u; k++) {
@@ -196,11 +204,48 @@ fn products(acc: Acc, g: u32, t: u32) -> Acc {
     return a;
 }
 
+// tile32's register tile: a_n holds token 4t+n's products with rows
+// 4g..4g+4.
+struct Acc4 {
+    a0: vec4<f32>,
+    a1: vec4<f32>,
+    a2: vec4<f32>,
+    a3: vec4<f32>,
+}
+
+// The 32 columns of the staged step on tile32's register tile (g, t).
+fn products4(acc: Acc4, g: u32, t: u32) -> Acc4 {
+    var a = acc;
+    for (var k = 0u; k < 32u; k++) {
+        let w = ws[k * WV + g];
+        let v = xs[k * XV + (t ^ (k / 4u))];
+        a.a0 += w * v.x;
+        a.a1 += w * v.y;
+        a.a2 += w * v.z;
+        a.a3 += w * v.w;
+    }
+    return a;
+}
+
 // The x vec4 offset (column 0) of the tile's token slot j; slots past its
 // count repeat its last row and are not written.
 fn x_at(tile: vec4<u32>, j: u32, z: u32) -> u32 {
     let a = order[tile.y + min(j, tile.z - 1u)];
     return (a / p.x_div) * p.x_tok + z * p.x_stride;
+}
+
+// The first weight unit of the row that invocation `lid` stages
+// (invocations lid < ROWS; rows past the matrix are clamped: computed and
+// not written). r0: the workgroup's first output row.
+fn stage_base(tile: vec4<u32>, r0: u32, lid: u32, z: u32) -> u32 {
+    var row = min(r0 + lid, p.rows - 1u);
+    if GATE_UP {
+        row = min(r0 + lid % HALF, p.rows - 1u);
+        if lid >= HALF {
+            row += p.rows;
+        }
+    }
+    return (tile.x + z) * p.mat_units + row * p.row_units;
 }
 
 fn silu(v: vec4<f32>) -> vec4<f32> {
@@ -226,8 +271,8 @@ fn put_quad(tile: vec4<u32>, j: u32, r: u32, z: u32, v: vec4<f32>) {
     put_y(tile, j, r + 3u, z, v.w);
 }
 
-// The epilogue of token slot j: rows r0+4g.. from `lo`, and with GATE_UP
-// silu(lo)·hi there, else rows r0+HALF+4g.. from `hi`.
+// tile64's epilogue of token slot j: rows r0+4g.. from `lo`, and with
+// GATE_UP silu(lo)·hi there, else rows r0+HALF+4g.. from `hi`.
 fn finish(tile: vec4<u32>, j: u32, r: u32, z: u32, lo: vec4<f32>, hi: vec4<f32>) {
     if GATE_UP {
         put_quad(tile, j, r, z, silu(lo) * hi);
@@ -237,56 +282,41 @@ fn finish(tile: vec4<u32>, j: u32, r: u32, z: u32, lo: vec4<f32>, hi: vec4<f32>)
     }
 }
 
-@compute @workgroup_size(WG)
-fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
-    let tile = tiles[wid.y];
-    // Workgroup-uniform: routed dispatches launch the most tiles there can be.
-    if tile.z == 0u {
-        return;
-    }
-    let lid = ids.lid;
-    var r0 = wid.x * ROWS;
-    if GATE_UP {
-        r0 = wid.x * HALF;
-    }
-    // The weight row this invocation stages (clamped: rows past the
-    // matrix are computed and not written).
-    var row = min(r0 + lid, p.rows - 1u);
-    if GATE_UP {
-        row = min(r0 + lid % HALF, p.rows - 1u);
-        if lid >= HALF {
-            row += p.rows;
-        }
-    }
-    let base = (tile.x + wid.z) * p.mat_units + row * p.row_units;
-    // The x vec4 q of the tile's tokens j + 8m this invocation stages
-    // (consecutive invocations read a token's row: coalesced loads).
+// A dense tile of up to TOK tokens: x vec4 q of tokens j + 16m (m < 4)
+// staged per invocation.
+fn tile64(tile: vec4<u32>, wid: vec3<u32>, lid: u32, r0: u32) {
+    let stager = lid < ROWS;
+    let base = stage_base(tile, r0, lid % ROWS, wid.z);
     let q = lid % 8u;
     let j = lid / 8u;
-    let xo = vec4<u32>(x_at(tile, j, wid.z), x_at(tile, j + 8u, wid.z),
-        x_at(tile, j + 16u, wid.z), x_at(tile, j + 24u, wid.z)) + q;
-    // A 32-lane subgroup owns tokens 16·(lid / 32) ..+16 of all 64 rows,
-    // so where the tile holds 16 tokens or fewer (an expert's last tile)
-    // the second subgroup skips its products.
+    let xo = vec4<u32>(x_at(tile, j, wid.z), x_at(tile, j + 16u, wid.z),
+        x_at(tile, j + 32u, wid.z), x_at(tile, j + 48u, wid.z)) + q;
     let g = (lid / 4u) % 8u;
     let t = 4u * (lid / 32u) + lid % 4u;
     let busy = 4u * t < tile.z;
     var acc = Acc();
     // Step u's weights and x are loaded during step u - 1's products.
-    var w = stage_load(base);
+    var w: Staged;
+    if stager {
+        w = stage_load(base);
+    }
     var x0 = x[xo.x];
     var x1 = x[xo.y];
     var x2 = x[xo.z];
     var x3 = x[xo.w];
     for (var u = 0u; u < p.units; u++) {
-        stage_store(lid, w);
+        if stager {
+            stage_store(lid, w);
+        }
         stage_x(j, q, x0);
-        stage_x(j + 8u, q, x1);
-        stage_x(j + 16u, q, x2);
-        stage_x(j + 24u, q, x3);
+        stage_x(j + 16u, q, x1);
+        stage_x(j + 32u, q, x2);
+        stage_x(j + 48u, q, x3);
         workgroupBarrier();
         if u + 1u < p.units {
-            w = stage_load(base + u + 1u);
+            if stager {
+                w = stage_load(base + u + 1u);
+            }
             let xu = xo + 8u * (u + 1u);
             x0 = x[xu.x];
             x1 = x[xu.y];
@@ -303,4 +333,88 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     finish(tile, 4u * t + 1u, r, wid.z, acc.lo1, acc.hi1);
     finish(tile, 4u * t + 2u, r, wid.z, acc.lo2, acc.hi2);
     finish(tile, 4u * t + 3u, r, wid.z, acc.lo3, acc.hi3);
+}
+
+// A routed tile of up to TOK32 tokens: x vec4 q of tokens j and j + 16
+// staged per invocation.
+fn tile32(tile: vec4<u32>, wid: vec3<u32>, lid: u32, r0: u32) {
+    let stager = lid < ROWS;
+    let base = stage_base(tile, r0, lid % ROWS, wid.z);
+    let q = lid % 8u;
+    let j = lid / 8u;
+    let xo = vec2<u32>(x_at(tile, j, wid.z), x_at(tile, j + 16u, wid.z)) + q;
+    let s = lid / 32u;
+    let g = (lid % 32u) / 4u + 8u * (s % 2u);
+    let t = lid % 4u + 4u * (s / 2u);
+    let busy = 4u * t < tile.z;
+    var acc = Acc4();
+    var w: Staged;
+    if stager {
+        w = stage_load(base);
+    }
+    var x0 = x[xo.x];
+    var x1 = x[xo.y];
+    for (var u = 0u; u < p.units; u++) {
+        if stager {
+            stage_store(lid, w);
+        }
+        stage_x(j, q, x0);
+        stage_x(j + 16u, q, x1);
+        workgroupBarrier();
+        if u + 1u < p.units {
+            if stager {
+                w = stage_load(base + u + 1u);
+            }
+            let xu = xo + 8u * (u + 1u);
+            x0 = x[xu.x];
+            x1 = x[xu.y];
+        }
+        if busy {
+            acc = products4(acc, g, t);
+        }
+        workgroupBarrier();
+    }
+    let r = r0 + 4u * g;
+    if GATE_UP {
+        // The up rows' quads (g >= 8) pass through ws to their gate rows'
+        // invocations: token n's up quad o at ws[n·8 + o] (the last
+        // step's barrier has freed ws).
+        let o = g % 8u;
+        if g >= 8u {
+            ws[(4u * t) * 8u + o] = acc.a0;
+            ws[(4u * t + 1u) * 8u + o] = acc.a1;
+            ws[(4u * t + 2u) * 8u + o] = acc.a2;
+            ws[(4u * t + 3u) * 8u + o] = acc.a3;
+        }
+        workgroupBarrier();
+        if g < 8u {
+            put_quad(tile, 4u * t, r, wid.z, silu(acc.a0) * ws[(4u * t) * 8u + o]);
+            put_quad(tile, 4u * t + 1u, r, wid.z, silu(acc.a1) * ws[(4u * t + 1u) * 8u + o]);
+            put_quad(tile, 4u * t + 2u, r, wid.z, silu(acc.a2) * ws[(4u * t + 2u) * 8u + o]);
+            put_quad(tile, 4u * t + 3u, r, wid.z, silu(acc.a3) * ws[(4u * t + 3u) * 8u + o]);
+        }
+    } else {
+        put_quad(tile, 4u * t, r, wid.z, acc.a0);
+        put_quad(tile, 4u * t + 1u, r, wid.z, acc.a1);
+        put_quad(tile, 4u * t + 2u, r, wid.z, acc.a2);
+        put_quad(tile, 4u * t + 3u, r, wid.z, acc.a3);
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
+    let tile = tiles[wid.y];
+    // Workgroup-uniform: routed dispatches launch the most tiles there can be.
+    if tile.z == 0u {
+        return;
+    }
+    var r0 = wid.x * ROWS;
+    if GATE_UP {
+        r0 = wid.x * HALF;
+    }
+    if ROUTED {
+        tile32(tile, wid, ids.lid, r0);
+    } else {
+        tile64(tile, wid, ids.lid, r0);
+    }
 }

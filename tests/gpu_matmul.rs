@@ -7,17 +7,18 @@
 //! error is not the kernel's. Outputs are poisoned with NaN (ACCUM ones hold
 //! random values) and every element a dispatch must not write, rows past
 //! the chunk's tokens included, is checked to be left bit for bit.
-//! Dense cases run in the plan's tiles (32; 64 for matmul_coop) and in
-//! tiles of 8 (partly empty tiles, as routed experts' often are). matmul_coop.wgsl
-//! (cooperative matrices) runs the same cases where the adapter offers
-//! them, its short tiles (tile32) included; elsewhere each test says it
-//! skipped it.
+//! Dense cases run in the plan's tiles (64) and in tiles of 8 (partly
+//! empty tiles, as routed experts' often are), and the routed pipelines'
+//! shapes on the same cases: matmul.wgsl's tile32 (ROUTED) in tiles of 32
+//! and of 8. matmul_coop.wgsl (cooperative matrices) runs the same cases
+//! where the adapter offers them, its short tiles (tile32) included;
+//! elsewhere each test says it skipped it.
 
 mod common;
 
 use glmw::gpu::ops::{
     self, Dispatch, MatmulBindings, MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides,
-    MatmulParams, MATMUL_COOP_TILE, MATMUL_TILE,
+    MatmulParams, MATMUL_COOP_TILE, MATMUL_ROUTED_TILE, MATMUL_TILE,
 };
 use glmw::gpu::{Format, Kernel, Pipelines};
 
@@ -133,7 +134,8 @@ struct Tiles {
     tiles: wgpu::Buffer,
     order: wgpu::Buffer,
     n_tiles: u32,
-    /// Some tiles are short: matmul_coop runs with SHORT.
+    /// The routed pipelines: matmul_coop with SHORT (some tiles may be
+    /// short), matmul.wgsl with ROUTED (tile32).
     short: bool,
 }
 
@@ -259,7 +261,11 @@ fn check(
             let d = ops::matmul_coop(gpu, pipes, c.fmt, o, &b).unwrap();
             (d, ops::matmul_coop_rows(gate_up), COOP_TOL)
         } else {
-            let o = MatmulOverrides { gate_up, accum };
+            let o = MatmulOverrides {
+                gate_up,
+                accum,
+                routed: t.short,
+            };
             let d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
             (d, ops::matmul_rows(gate_up), MATMUL_TOL)
         };
@@ -307,7 +313,15 @@ fn check_dense(name: &str, cases: &[Case]) {
         } else {
             vec![f32::NAN; c.y_len()]
         };
-        for t in [(MATMUL_TILE, false), (SHORT_TILE, false)].map(|n| dense_tiles(c.n_rows, n)) {
+        // tile64 in the plan's tiles and tiles of 8; tile32 in tiles of 32
+        // and of 8.
+        let shapes = [
+            (MATMUL_TILE, false),
+            (SHORT_TILE, false),
+            (MATMUL_ROUTED_TILE, true),
+            (SHORT_TILE, true),
+        ];
+        for t in shapes.map(|n| dense_tiles(c.n_rows, n)) {
             for pipes in common::pipelines() {
                 worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
             }
@@ -610,7 +624,7 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, (tile, small): (u32, u
         tiles,
         order,
         n_tiles: max_tiles,
-        short: small > 0,
+        short: true,
     }
 }
 
@@ -700,7 +714,7 @@ fn check_moe(m: &Moe, seed: u64, coop: bool) -> (f64, f64) {
         false => common::pipelines(),
     };
     for pipes in pipes {
-        let shape = (ops::matmul_tile(coop), ops::matmul_small_tile(coop));
+        let shape = (ops::matmul_routed_tile(coop), ops::matmul_small_tile(coop));
         let t = group(pipes, &sel, m.n_expert, shape);
         let (e, act) = check(coop, pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
         worst_mm = worst_mm.max(e);
@@ -739,7 +753,7 @@ fn moe_routed_group_matmuls_and_sum() {
         // 2 moe_sum workgroups
         moe(Q4_0, Q8_0, 288, 96, 21),
         // 90 assignments, 36 to expert 0: a full tile of 32 and one of 4
-        // (matmul.wgsl's second subgroup skips its products)
+        // (in matmul.wgsl's tile32 subgroups 2 and 3 skip their products)
         moe(Q4_0, Q8_0, 256, 96, 45),
         // 180 assignments, 72 to expert 0: matmul_coop's 64 and a short
         // tile of 8 (its other experts' runs are short tiles too)

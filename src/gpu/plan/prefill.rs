@@ -106,9 +106,11 @@ impl When {
 pub struct Prefill {
     /// Most tokens per chunk.
     pub ubatch: usize,
-    /// Tokens per matmul tile (`ops::matmul_tile`), and per short tile
+    /// Tokens per dense matmul tile (`ops::matmul_tile`), per routed tile
+    /// (`ops::matmul_routed_tile`) and per short routed tile
     /// (`ops::matmul_small_tile`).
     tile: u32,
+    routed_tile: u32,
     small_tile: u32,
     /// The attention runs on attention_coop.wgsl (`ops::attention_coop_fits`).
     coop_attention: bool,
@@ -162,7 +164,9 @@ impl Prefill {
             Dim::Fixed(n) => n,
             Dim::Tokens => n_tok,
             Dim::DenseTiles => n_tok.div_ceil(self.tile),
-            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, self.tile),
+            Dim::RoutedTiles => {
+                ops::max_tiles(n_tok * self.n_used, self.n_expert, self.routed_tile)
+            }
             Dim::HeadRows(n_head) => ops::attention_coop_groups(n_tok, n_head),
             Dim::Splits => chunk.splits,
         }
@@ -183,16 +187,15 @@ impl Prefill {
     /// attention's params. (Embeddings and steps are the engine's.)
     pub fn write_chunk(&self, gpu: &Gpu, chunk: Chunk) {
         let n_tok = chunk.n_tok;
-        let t = self.tile;
-        let tiles = ops::dense_tiles(n_tok, t);
+        let tiles = ops::dense_tiles(n_tok, self.tile);
         gpu.queue
             .write_buffer(&self.dense_tiles, 0, bytemuck::cast_slice(&tiles));
         let n_assign = n_tok * self.n_used;
         let gp = ops::MoeGroupParams {
             n_assign,
             n_expert: self.n_expert,
-            tile: t,
-            max_tiles: ops::max_tiles(n_assign, self.n_expert, t),
+            tile: self.routed_tile,
+            max_tiles: ops::max_tiles(n_assign, self.n_expert, self.routed_tile),
             small: self.small_tile,
             _pad: [0; 3],
         };
@@ -390,7 +393,8 @@ pub fn build(
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
     let tile = ops::matmul_tile(gpu.caps.coop);
-    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
+    let routed_tile = ops::matmul_routed_tile(gpu.caps.coop);
+    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, routed_tile);
     let k = Splits::new(c, gpu.caps.coop, u);
     let coop_attention = ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope);
     let split_rows = ops::prefill_split_rows(coop_attention, u as u32);
@@ -417,6 +421,7 @@ pub fn build(
     Ok(Prefill {
         ubatch,
         tile,
+        routed_tile,
         small_tile: ops::matmul_small_tile(gpu.caps.coop),
         coop_attention,
         split_rows,

@@ -141,7 +141,11 @@ impl Builder<'_> {
                 order,
                 weights,
             };
-            let o = ops::MatmulOverrides { gate_up, accum };
+            let o = ops::MatmulOverrides {
+                gate_up,
+                accum,
+                routed: v.routed,
+            };
             let d = ops::matmul(self.gpu, self.pipes, m.format, o, &b)?;
             (d, ops::matmul_rows(gate_up))
         };
