@@ -4,7 +4,8 @@
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul_coop.wgsl (cooperative matrices, where the adapter offers them)
 //! or matmul.wgsl, which dequantize each weight unit once per tile of 64
-//! or 32 tokens (`ops::matmul_tile`); routed experts are grouped by expert
+//! tokens (`ops::matmul_tile`; matmul.wgsl's routed tiles hold 32,
+//! `ops::matmul_routed_tile`); routed experts are grouped by expert
 //! (moe_group.wgsl) so each expert's weights are read once per tile of its
 //! tokens. Attention is causal over the cache: every token of the chunk
 //! appends its row first, then attends over the positions up to its own:
