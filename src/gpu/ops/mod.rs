@@ -304,6 +304,10 @@ pub struct MatmulParams {
 /// q_a (768: six) and kv_a (576: five) otherwise ran their 32 serial K
 /// steps in 8-48 workgroups of a 512-token chunk.
 pub const MATMUL_SPLIT_GROUPS: u32 = 24;
+/// The same for matmul.wgsl (row groups of 64): 36 splits q_a (12 row
+/// groups) and kv_a (9) in four; its tiles of 64 tokens left q_a's two
+/// parts 384 workgroups a chunk (H100, session 23).
+pub const MATMUL_F32_SPLIT_GROUPS: u32 = 36;
 
 /// The fewest units a part of a split row keeps.
 pub const MATMUL_MIN_PART_UNITS: u32 = 4;
@@ -312,16 +316,17 @@ pub const MATMUL_MIN_PART_UNITS: u32 = 4;
 /// each row (split-K): each part is a head of the dispatch, writing its
 /// partial sums into a plane of its own that the consumer adds up
 /// (rms_norm.wgsl, kv_append.wgsl, router.wgsl: `parts`). The smallest
-/// power of two that gives MATMUL_SPLIT_GROUPS row groups × parts, as
-/// long as the parts divide the row and keep MATMUL_MIN_PART_UNITS units.
+/// power of two that gives MATMUL_SPLIT_GROUPS (MATMUL_F32_SPLIT_GROUPS)
+/// row groups × parts, as long as the parts divide the row and keep
+/// MATMUL_MIN_PART_UNITS units.
 pub fn matmul_k_parts(rows: u32, units: u32, coop: bool) -> u32 {
-    let per_group = match coop {
-        true => MATMUL_COOP_ROWS,
-        false => MATMUL_ROWS,
+    let (per_group, want) = match coop {
+        true => (MATMUL_COOP_ROWS, MATMUL_SPLIT_GROUPS),
+        false => (MATMUL_ROWS, MATMUL_F32_SPLIT_GROUPS),
     };
     let groups = rows.div_ceil(per_group).max(1);
     let mut parts = 1;
-    while groups.saturating_mul(parts) < MATMUL_SPLIT_GROUPS
+    while groups.saturating_mul(parts) < want
         && units % (2 * parts) == 0
         && units / (2 * parts) >= MATMUL_MIN_PART_UNITS
     {
