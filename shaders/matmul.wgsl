@@ -50,8 +50,8 @@
 //   of a 512-token chunk's assignments: in tiles of 32 its last short
 //   tile runs half its subgroups, and four subgroups of 64 products each
 //   hide more of the barriers' and loads' latency than two of 128 (H100,
-//   session 23: routed gate+up -7% against tile64's shape in tiles of
-//   32, where tiles of 64 were +9%).
+//   session 23: routed gate+up -7% against the 8 × 4 tiles of 64
+//   invocations this kernel had; tile64's shape in tiles of 64, +9%).
 //
 // Workgroup-memory traffic, per column and subgroup: tile64's `ws` loads
 // read 8 distinct vec4 (128 bytes) and its `xs` loads 4 (the swizzle only
