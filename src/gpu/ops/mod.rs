@@ -482,7 +482,7 @@ mod tests {
             (768, 64, true, 4), // q_a
             (576, 64, true, 8), // kv_a
             (64, 64, false, 16),
-            (768, 64, false, 2),
+            (768, 64, false, 4), // MATMUL_F32_SPLIT_GROUPS
             (576, 64, false, 4),
             (3072, 64, true, 1), // enough row groups already
             (64, 8, true, 2),    // the tiny model's
