@@ -300,6 +300,20 @@ fn weights(c: &Case, seed: u64) -> (Vec<f32>, Vec<wgpu::Buffer>) {
     common::upload(c.fmt, &w)
 }
 
+/// The dense cases' tiles for a kernel whose dense pipelines take tiles of
+/// `full` and whose routed ones (`Tiles::short`: matmul.wgsl's tile32,
+/// matmul_coop's tile32) tiles of `narrow`: each pipeline in its own tiles
+/// and in tiles of 8.
+fn shapes(n_tok: usize, full: u32, narrow: u32) -> [Tiles; 4] {
+    let shapes = [
+        (full, false),
+        (SHORT_TILE, false),
+        (narrow, true),
+        (SHORT_TILE, true),
+    ];
+    shapes.map(|n| dense_tiles(n_tok, n))
+}
+
 /// Dense cases in both variants: random x, y poisoned (ACCUM: random).
 fn check_dense(name: &str, cases: &[Case]) {
     let (mut worst, mut worst_coop) = (0f64, 0f64);
@@ -313,30 +327,13 @@ fn check_dense(name: &str, cases: &[Case]) {
         } else {
             vec![f32::NAN; c.y_len()]
         };
-        // tile64 in the plan's tiles and tiles of 8; tile32 in tiles of 32
-        // and of 8.
-        let shapes = [
-            (MATMUL_TILE, false),
-            (SHORT_TILE, false),
-            (MATMUL_ROUTED_TILE, true),
-            (SHORT_TILE, true),
-        ];
-        for t in shapes.map(|n| dense_tiles(c.n_rows, n)) {
+        for t in shapes(c.n_rows, MATMUL_TILE, MATMUL_ROUTED_TILE) {
             for pipes in common::pipelines() {
                 worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
             }
         }
         if with_coop {
-            // The plan's tiles, tiles of 8 on tile64, and tiles of 32 and
-            // of 8 on tile32.
-            let small = ops::matmul_small_tile(true);
-            let shapes = [
-                (MATMUL_COOP_TILE, false),
-                (SHORT_TILE, false),
-                (small, true),
-                (SHORT_TILE, true),
-            ];
-            for t in shapes.map(|n| dense_tiles(c.n_rows, n)) {
+            for t in shapes(c.n_rows, MATMUL_COOP_TILE, ops::matmul_small_tile(true)) {
                 let e = check(true, &common::pipelines()[0], c, &w, &t, &x, &y0).0;
                 worst_coop = worst_coop.max(e);
             }
