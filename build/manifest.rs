@@ -37,7 +37,7 @@ const MATVEC_OVERRIDES: &[(&str, &[f64])] = &[
 const MATMUL_OVERRIDES: &[(&str, &[f64])] = &[
     ("GATE_UP", &[0.0, 1.0]),
     ("ACCUM", &[0.0, 1.0]),
-    ("ROUTED", &[0.0, 1.0]),
+    ("SHORT", &[0.0, 1.0]),
 ];
 const MATMUL_COOP_OVERRIDES: &[(&str, &[f64])] = &[
     ("GATE_UP", &[0.0, 1.0]),

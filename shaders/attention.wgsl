@@ -120,15 +120,23 @@ fn f16x4(c: vec2<u32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(c.x), unpack2x16float(c.y));
 }
 
-// x · q_abs of four consecutive heads, the first at vec4 index i.
-fn qdot4(i: u32, x: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(dot(q_abs[i], x), dot(q_abs[i + KV4], x), dot(q_abs[i + 2u * KV4], x),
-        dot(q_abs[i + 3u * KV4], x));
+// acc + q · x as four fused multiply-adds: a dot product and then an add
+// would be five instructions (the add cannot be folded into the dot's
+// last fma without reassociating).
+fn dacc(acc: f32, q: vec4<f32>, x: vec4<f32>) -> f32 {
+    return fma(q.w, x.w, fma(q.z, x.z, fma(q.y, x.y, fma(q.x, x.x, acc))));
 }
 
-// x · roped q_pe of four consecutive heads, the first at qr index i.
-fn rdot4(i: u32, x: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(dot(qr[i], x), dot(qr[i + 16u], x), dot(qr[i + 32u], x), dot(qr[i + 48u], x));
+// s + x · q_abs of four consecutive heads, the first at vec4 index i.
+fn qacc4(s: vec4<f32>, i: u32, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dacc(s.x, q_abs[i], x), dacc(s.y, q_abs[i + KV4], x),
+        dacc(s.z, q_abs[i + 2u * KV4], x), dacc(s.w, q_abs[i + 3u * KV4], x));
+}
+
+// s + x · roped q_pe of four consecutive heads, the first at qr index i.
+fn racc4(s: vec4<f32>, i: u32, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dacc(s.x, qr[i], x), dacc(s.y, qr[i + 16u], x), dacc(s.z, qr[i + 32u], x),
+        dacc(s.w, qr[i + 48u], x));
 }
 
 // Roped q_pe of the block's heads into qr (zeros past n_head and n_rot).
@@ -158,11 +166,11 @@ fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
         let w = j + J * i;
         let x = f16x4(cache[row + w]);
         let qi = qb + w;
-        s.a += qdot4(qi, x);
-        s.b += qdot4(qi + 4u * KV4, x);
-        s.c += qdot4(qi + 8u * KV4, x);
-        s.d += qdot4(qi + 12u * KV4, x);
-        s.e += qdot4(qi + 16u * KV4, x);
+        s.a = qacc4(s.a, qi, x);
+        s.b = qacc4(s.b, qi + 4u * KV4, x);
+        s.c = qacc4(s.c, qi + 8u * KV4, x);
+        s.d = qacc4(s.d, qi + 12u * KV4, x);
+        s.e = qacc4(s.e, qi + 16u * KV4, x);
     }
     // n_rot <= 64: at most two rope chunks each; a chunk past n_rot reloads
     // the row's last one and counts zero.
@@ -170,11 +178,11 @@ fn partial_scores(row: u32, j: u32, qb: u32) -> Heads {
     for (var i = 0u; i < 2u; i++) {
         let w = j + J * i;
         let x = select(vec4<f32>(0.0), f16x4(cache[row + KV4 + min(w, rot4 - 1u)]), w < rot4);
-        s.a += rdot4(w, x);
-        s.b += rdot4(w + 64u, x);
-        s.c += rdot4(w + 128u, x);
-        s.d += rdot4(w + 192u, x);
-        s.e += rdot4(w + 256u, x);
+        s.a = racc4(s.a, w, x);
+        s.b = racc4(s.b, w + 64u, x);
+        s.c = racc4(s.c, w + 128u, x);
+        s.d = racc4(s.d, w + 192u, x);
+        s.e = racc4(s.e, w + 256u, x);
     }
     return s;
 }

@@ -3,11 +3,11 @@
 // in f32 on adapters without cooperative matrices (matmul_coop.wgsl has
 // the same params, tiles, bindings and epilogues).
 //
-// Rows of X are processed in tiles of up to TOK rows (TOK32 in the routed
-// pipelines) that share one weight matrix: tiles[wid.y] = (matrix, first,
-// count), and the tile's rows are order[first .. first + count]. Row a
-// reads x from vec4 (a / x_div)·x_tok + z·x_stride and writes
-// y[a·y_tok + z·y_stride + y_off + r].
+// Rows of X are processed in tiles of up to TOK rows (with SHORT, a tile
+// whose fourth word is 1 holds up to TOK32) that share one weight matrix:
+// tiles[wid.y] = (matrix, first, count, short), and the tile's rows are
+// order[first .. first + count]. Row a reads x from vec4 (a / x_div)·x_tok
+// + z·x_stride and writes y[a·y_tok + z·y_stride + y_off + r].
 // Dense matmuls use consecutive tiles over the identity order; routed
 // experts use moe_group.wgsl's tiles (assignments a = token·n_used + slot
 // sorted by expert, x_div = n_used so gate+up reads the token's row).
@@ -33,26 +33,30 @@
 // where it has them, stage_raw.wgsl). After a barrier each invocation
 // multiplies its register tile; a 32-lane subgroup owns 16 of the tile's
 // tokens, so subgroups past the tile's count skip their products. Two
-// shapes, one per pipeline (`ROUTED`):
-// - tile64 (dense matmuls): tiles of TOK = 64 tokens; invocation (g, t) =
-//   ((lid / 4) % 8, 4·(lid / 32) + lid % 4) owns rows 4g..4g+4 and
-//   32+4g..32+4g+4 (with GATE_UP: gate rows and their up rows, so the
-//   epilogue is local) by tokens 4t..4t+4: eight vec4 accumulators, 32
-//   FMAs per column from three vec4 workgroup loads. Each staged weight
-//   serves 64 tokens: the K-quants' and Q8_0's dequantization is paid
-//   half as often as with tiles of 32 (H100, session 23: the Q5_K shared
-//   gate+up -31%, q_b -18%, kv_a -29%).
-// - tile32 (routed experts): tiles of TOK32 = 32 tokens; invocation (g,
-//   t) = ((lid % 32) / 4 + 8·(s % 2), lid % 4 + 4·(s / 2)), s = lid / 32,
-//   owns rows 4g..4g+4 by tokens 4t..4t+4: four accumulators, 16 FMAs per
+// shapes, chosen per workgroup by the tile's fourth word where `SHORT` is
+// on (the routed pipelines; moe_group.wgsl flags an expert's last run of
+// TOK32 or fewer assignments), else tile64:
+// - tile64: tiles of TOK = 64 tokens; invocation (g, t) = ((lid / 4) % 8,
+//   4·(lid / 32) + lid % 4) owns rows 4g..4g+4 and 32+4g..32+4g+4 (with
+//   GATE_UP: gate rows and their up rows, so the epilogue is local) by
+//   tokens 4t..4t+4: eight vec4 accumulators, 32 FMAs per column from
+//   three vec4 workgroup loads. Each staged weight serves 64 tokens: the
+//   K-quants' and Q8_0's dequantization is paid half as often as with
+//   tiles of 32 (H100, session 23: the Q5_K shared gate+up -31%, q_b -18%,
+//   kv_a -29%).
+// - tile32 (short tiles): tiles of TOK32 = 32 tokens; invocation (g, t) =
+//   ((lid % 32) / 4 + 8·(s % 2), lid % 4 + 4·(s / 2)), s = lid / 32, owns
+//   rows 4g..4g+4 by tokens 4t..4t+4: four accumulators, 16 FMAs per
 //   column from two loads; with GATE_UP the up rows' results reach their
 //   gate rows through `ws` after the last step. A routed expert gets ~32
-//   of a 512-token chunk's assignments: in tiles of 32 its last short
-//   tile runs half its subgroups, and four subgroups of 64 products each
-//   hide more of the barriers' and loads' latency than two of 128 (H100,
-//   session 23: routed gate+up -7% against the 8 × 4 tiles of 64
-//   invocations this kernel had; tile64's shape in tiles of 64, +9%).
-//
+//   of a 512-token chunk's assignments; in tile64 a run of 32 or fewer
+//   would keep half its subgroups idle, and four subgroups of 64 products
+//   each hide more of the barriers' and loads' latency than two of 128.
+//   H100, the routed gate+up: all routed tiles in tile32's shape (tiles
+//   of 32) 7% faster than all in tile64's (session 23); each expert's
+//   runs of 33-64 in one tile64 and only its last short run in tile32, 6%
+//   faster again (session 24), though the routed pipelines then hold
+//   tile64's registers.
 // Workgroup-memory traffic, per column and subgroup: tile64's `ws` loads
 // read 8 distinct vec4 (128 bytes) and its `xs` loads 4 (the swizzle only
 // permutes them); tile32's the same: no bank conflicts. The staging stores
@@ -62,20 +66,22 @@
 // workgroup of the tile (mostly L1/L2 hits; eight consecutive invocations
 // read one token's 128 bytes). Registers: tile64 32 accumulators + 12
 // operands, tile32 16 + 8, plus the next step's loads (Q4_0: 5 raw words;
-// formats without a raw form hold their 32 floats; x: 4 or 2 vec4s).
+// formats without a raw form hold their 32 floats; x: 4 or 2 vec4s). The
+// H100's driver gives a pipeline with tile64 in it ~100 registers
+// (Q4_0; Q8_0 110, Q6_K 148, Q5_K 165), tile32 alone 68.
 // Workgroup memory: ws 8 KB + xs 8 KB = 16 KB, what every adapter offers
 // (neither prelude's scratch is used here).
 //
 // Overrides: GATE_UP: W holds gate rows then up rows of each matrix;
 // y = silu(gate · x) · (up · x). ACCUM: y += result (residual adds).
-// ROUTED: tile32 (routed experts), else tile64.
+// SHORT: tiles flagged short run tile32 (the routed pipelines).
 
 const WG: u32 = 128u;
 /// Rows of x per tile (tile64).
 /// host: gpu::ops::MATMUL_TILE
 const TOK: u32 = 64u;
-/// Rows of x per tile of the routed pipelines (tile32).
-/// host: gpu::ops::MATMUL_ROUTED_TILE
+/// Rows of x per short tile (tile32).
+/// host: gpu::ops::MATMUL_SHORT_TILE
 const TOK32: u32 = 32u;
 /// Weight rows per workgroup (one per staging invocation; half gate, half
 /// up with GATE_UP).
@@ -92,7 +98,7 @@ alias Unit = array<vec4<f32>, 8>;
 
 override GATE_UP: bool = false;
 override ACCUM: bool = false;
-override ROUTED: bool = false;
+override SHORT: bool = false;
 
 struct Params {
     // rows per matrix handled by this dispatch
@@ -335,7 +341,7 @@ fn tile64(tile: vec4<u32>, wid: vec3<u32>, lid: u32, r0: u32) {
     finish(tile, 4u * t + 3u, r, wid.z, acc.lo3, acc.hi3);
 }
 
-// A routed tile of up to TOK32 tokens: x vec4 q of tokens j and j + 16
+// A short tile of up to TOK32 tokens: x vec4 q of tokens j and j + 16
 // staged per invocation.
 fn tile32(tile: vec4<u32>, wid: vec3<u32>, lid: u32, r0: u32) {
     let stager = lid < ROWS;
@@ -412,7 +418,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     if GATE_UP {
         r0 = wid.x * HALF;
     }
-    if ROUTED {
+    if SHORT && tile.w == 1u {
         tile32(tile, wid, ids.lid, r0);
     } else {
         tile64(tile, wid, ids.lid, r0);

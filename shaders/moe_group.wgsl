@@ -6,8 +6,8 @@
 // of up to `tile` assignments of one expert, then zeros up to max_tiles
 // (the matmul dispatch launches max_tiles; empty tiles exit at once). An
 // expert's last run, where it holds `small` or fewer assignments
-// (`small` > 0), is a small tile (fourth word 1: matmul_coop.wgsl's
-// tile32); small tiles follow all full-size ones, so the long workgroups
+// (`small` > 0), is a small tile (fourth word 1: the tile32 of
+// matmul_coop.wgsl and matmul.wgsl); small tiles follow all full-size ones, so the long workgroups
 // start first and the short ones fill the dispatch's tail.
 //
 // Bindings: 0 params (uniform), 1 sel (array<u32>), 2 order (array<u32>,

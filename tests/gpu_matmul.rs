@@ -9,8 +9,8 @@
 //! the chunk's tokens included, is checked to be left bit for bit.
 //! Dense cases run in the plan's tiles (64) and in tiles of 8 (partly
 //! empty tiles, as routed experts' often are), and the routed pipelines'
-//! shapes on the same cases: matmul.wgsl's tile32 (ROUTED) in tiles of 32
-//! and of 8. matmul_coop.wgsl (cooperative matrices) runs the same cases
+//! shapes on the same cases: matmul.wgsl's tile32 (SHORT, every tile
+//! flagged short) in tiles of 32 and of 8. matmul_coop.wgsl (cooperative matrices) runs the same cases
 //! where the adapter offers them, its short tiles (tile32) included;
 //! elsewhere each test says it skipped it.
 
@@ -18,7 +18,7 @@ mod common;
 
 use glmw::gpu::ops::{
     self, Dispatch, MatmulBindings, MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides,
-    MatmulParams, MATMUL_COOP_TILE, MATMUL_ROUTED_TILE, MATMUL_TILE,
+    MatmulParams, MATMUL_COOP_TILE, MATMUL_SHORT_TILE, MATMUL_TILE,
 };
 use glmw::gpu::{Format, Kernel, Pipelines};
 
@@ -135,7 +135,7 @@ struct Tiles {
     order: wgpu::Buffer,
     n_tiles: u32,
     /// The routed pipelines: matmul_coop with SHORT (some tiles may be
-    /// short), matmul.wgsl with ROUTED (tile32).
+    /// short), matmul.wgsl with SHORT (tile32 for the tiles flagged short).
     short: bool,
 }
 
@@ -264,7 +264,7 @@ fn check(
             let o = MatmulOverrides {
                 gate_up,
                 accum,
-                routed: t.short,
+                short: t.short,
             };
             let d = ops::matmul(gpu, pipes, c.fmt, o, &bufs).unwrap();
             (d, ops::matmul_rows(gate_up), MATMUL_TOL)
@@ -327,7 +327,7 @@ fn check_dense(name: &str, cases: &[Case]) {
         } else {
             vec![f32::NAN; c.y_len()]
         };
-        for t in shapes(c.n_rows, MATMUL_TILE, MATMUL_ROUTED_TILE) {
+        for t in shapes(c.n_rows, MATMUL_TILE, MATMUL_SHORT_TILE) {
             for pipes in common::pipelines() {
                 worst = worst.max(check(false, pipes, c, &w, &t, &x, &y0).0);
             }
@@ -376,7 +376,7 @@ fn matmul_every_format_dense() {
         // (a row part of a split matrix) that must stay NaN
         dense(Q4_0, 64, 9, 1),
         dense(Q6K, 256, 64, 32),
-        // tiles of 32, 32 and 6
+        // tiles of 32, 32 and 6 (tile32's)
         dense(Q4_0, 160, 70, 70),
         // tiles of 64, 64 and 22 (matmul_coop's)
         dense(Q4_0, 96, 70, 150),
@@ -711,7 +711,7 @@ fn check_moe(m: &Moe, seed: u64, coop: bool) -> (f64, f64) {
         false => common::pipelines(),
     };
     for pipes in pipes {
-        let shape = (ops::matmul_routed_tile(coop), ops::matmul_small_tile(coop));
+        let shape = (ops::matmul_tile(coop), ops::matmul_small_tile(coop));
         let t = group(pipes, &sel, m.n_expert, shape);
         let (e, act) = check(coop, pipes, &gu, &w_gu, &t, &h, &vec![f32::NAN; gu.y_len()]);
         worst_mm = worst_mm.max(e);
@@ -749,8 +749,9 @@ fn moe_routed_group_matmuls_and_sum() {
         // to expert 5; 288 = 5 row workgroups, the last partly live, and
         // 2 moe_sum workgroups
         moe(Q4_0, Q8_0, 288, 96, 21),
-        // 90 assignments, 36 to expert 0: a full tile of 32 and one of 4
-        // (in matmul.wgsl's tile32 subgroups 2 and 3 skip their products)
+        // 90 assignments, 36 to expert 0: one full-size tile of 36 (in
+        // tile64 its last two subgroups skip their products); the other
+        // experts' runs are short tiles (tile32: subgroups 2 and 3 skip)
         moe(Q4_0, Q8_0, 256, 96, 45),
         // 180 assignments, 72 to expert 0: matmul_coop's 64 and a short
         // tile of 8 (its other experts' runs are short tiles too)
@@ -790,7 +791,7 @@ fn moe_routed_group_matmuls_and_sum() {
     );
 }
 
-/// moe_group's short tiles (matmul_coop's tile32) in both variants, where
+/// moe_group's short tiles (both kernels' tile32) in both variants, where
 /// lavapipe runs them: each expert's last run of 32 or fewer assignments
 /// after every full tile of 64, flagged; a run of exactly 64 or of 33 and
 /// more stays full-size.

@@ -225,25 +225,26 @@ pub fn embed(
 
 // ---- prefill matmul and MoE grouping -----------------------------------
 
-/// Rows of x per dense tile of shaders/matmul.wgsl (`TOK`: its tile64).
+/// Rows of x per tile of shaders/matmul.wgsl (`TOK`: its tile64).
 pub const MATMUL_TILE: u32 = 64;
-/// Rows of x per routed tile of shaders/matmul.wgsl (`TOK32`: its tile32,
-/// the pipelines with ROUTED): an expert's ~32 tokens of a 512-token
-/// chunk ran 7% faster there than in tile64's shape (H100, session 23).
-pub const MATMUL_ROUTED_TILE: u32 = 32;
+/// Rows of x per short tile of shaders/matmul.wgsl (`TOK32`: its tile32,
+/// chosen by a tile's fourth word in the pipelines with SHORT, the routed
+/// ones): an expert's last run of 32 or fewer assignments ran 7% faster in
+/// that shape than in tile64's (H100, session 23), and a run of 33-64 in
+/// one tile64 faster than in two tile32s (session 24).
+pub const MATMUL_SHORT_TILE: u32 = 32;
 /// Rows of x per tile in shaders/matmul_coop.wgsl (`TOK`: the columns of
 /// its four B matrices): its staging, not its products, bounds it, so
 /// each staged weight serves as many tokens as workgroup memory allows.
 pub const MATMUL_COOP_TILE: u32 = 64;
 
-/// Rows of x a short tile of matmul_coop.wgsl holds (its tile32, chosen by
-/// a tile's fourth word where SHORT is on): an expert's last run of
-/// assignments, where it fits, takes one (`moe_group.wgsl`'s `small`).
-/// matmul.wgsl's routed tiles have one size (0: none).
+/// Rows of x a short tile holds (matmul_coop's and matmul.wgsl's tile32,
+/// chosen by a tile's fourth word where SHORT is on): an expert's last run
+/// of assignments, where it fits, takes one (`moe_group.wgsl`'s `small`).
 pub fn matmul_small_tile(coop: bool) -> u32 {
     match coop {
         true => MATMUL_COOP_TILE / 2,
-        false => 0,
+        false => MATMUL_SHORT_TILE,
     }
 }
 
@@ -255,21 +256,12 @@ pub fn dense_tiles(n_tok: u32, tile: u32) -> Vec<[u32; 4]> {
         .collect()
 }
 
-/// Rows of x per dense prefill matmul tile for the kernel the adapter
-/// runs (`Caps::coop`): the plan's dense tiles.
+/// Rows of x per prefill matmul tile for the kernel the adapter runs
+/// (`Caps::coop`): the plan's dense tiles and the experts' grouping.
 pub fn matmul_tile(coop: bool) -> u32 {
     match coop {
         true => MATMUL_COOP_TILE,
         false => MATMUL_TILE,
-    }
-}
-
-/// Rows of x per routed tile for the kernel the adapter runs: the
-/// experts' grouping (moe_group.wgsl's `tile`).
-pub fn matmul_routed_tile(coop: bool) -> u32 {
-    match coop {
-        true => MATMUL_COOP_TILE,
-        false => MATMUL_ROUTED_TILE,
     }
 }
 

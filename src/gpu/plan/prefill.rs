@@ -4,10 +4,10 @@
 //! sharing its weights and KV cache. Matrix products go through
 //! matmul_coop.wgsl (cooperative matrices, where the adapter offers them)
 //! or matmul.wgsl, which dequantize each weight unit once per tile of 64
-//! tokens (`ops::matmul_tile`; matmul.wgsl's routed tiles hold 32,
-//! `ops::matmul_routed_tile`); routed experts are grouped by expert
+//! tokens (`ops::matmul_tile`); routed experts are grouped by expert
 //! (moe_group.wgsl) so each expert's weights are read once per tile of its
-//! tokens. Attention is causal over the cache: every token of the chunk
+//! tokens, an expert's last run of 32 or fewer in a short tile of its own
+//! shape (`ops::matmul_small_tile`). Attention is causal over the cache: every token of the chunk
 //! appends its row first, then attends over the positions up to its own:
 //! the chunk's (token, head) pairs as the rows of matrix products on
 //! cooperative matrices (attention_coop.wgsl) where
@@ -107,11 +107,9 @@ impl When {
 pub struct Prefill {
     /// Most tokens per chunk.
     pub ubatch: usize,
-    /// Tokens per dense matmul tile (`ops::matmul_tile`), per routed tile
-    /// (`ops::matmul_routed_tile`) and per short routed tile
-    /// (`ops::matmul_small_tile`).
+    /// Tokens per matmul tile (`ops::matmul_tile`), and per short routed
+    /// tile (`ops::matmul_small_tile`).
     tile: u32,
-    routed_tile: u32,
     small_tile: u32,
     /// The attention runs on attention_coop.wgsl (`ops::attention_coop_fits`).
     coop_attention: bool,
@@ -165,9 +163,7 @@ impl Prefill {
             Dim::Fixed(n) => n,
             Dim::Tokens => n_tok,
             Dim::DenseTiles => n_tok.div_ceil(self.tile),
-            Dim::RoutedTiles => {
-                ops::max_tiles(n_tok * self.n_used, self.n_expert, self.routed_tile)
-            }
+            Dim::RoutedTiles => ops::max_tiles(n_tok * self.n_used, self.n_expert, self.tile),
             Dim::HeadRows(n_head) => ops::attention_coop_groups(n_tok, n_head),
             Dim::Splits => chunk.splits,
         }
@@ -195,8 +191,8 @@ impl Prefill {
         let gp = ops::MoeGroupParams {
             n_assign,
             n_expert: self.n_expert,
-            tile: self.routed_tile,
-            max_tiles: ops::max_tiles(n_assign, self.n_expert, self.routed_tile),
+            tile: self.tile,
+            max_tiles: ops::max_tiles(n_assign, self.n_expert, self.tile),
             small: self.small_tile,
             _pad: [0; 3],
         };
@@ -394,8 +390,7 @@ pub fn build(
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| Error::InvalidArgument(format!("ubatch {u} is too large")))?;
     let tile = ops::matmul_tile(gpu.caps.coop);
-    let routed_tile = ops::matmul_routed_tile(gpu.caps.coop);
-    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, routed_tile);
+    let max_tiles = ops::max_tiles(n_assign, n_expert.max(1) as u32, tile);
     let k = Splits::new(c, gpu.caps.coop, u);
     let coop_attention = ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope);
     let split_rows = ops::prefill_split_rows(coop_attention, u as u32);
@@ -422,7 +417,6 @@ pub fn build(
     Ok(Prefill {
         ubatch,
         tile,
-        routed_tile,
         small_tile: ops::matmul_small_tile(gpu.caps.coop),
         coop_attention,
         split_rows,

@@ -144,7 +144,7 @@ impl Builder<'_> {
             let o = ops::MatmulOverrides {
                 gate_up,
                 accum,
-                routed: v.routed,
+                short: v.routed,
             };
             let d = ops::matmul(self.gpu, self.pipes, m.format, o, &b)?;
             (d, ops::matmul_rows(gate_up))
