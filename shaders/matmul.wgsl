@@ -57,6 +57,7 @@
 //   runs of 33-64 in one tile64 and only its last short run in tile32, 6%
 //   faster again (session 24), though the routed pipelines then hold
 //   tile64's registers.
+//
 // Workgroup-memory traffic, per column and subgroup: tile64's `ws` loads
 // read 8 distinct vec4 (128 bytes) and its `xs` loads 4 (the swizzle only
 // permutes them); tile32's the same: no bank conflicts. The staging stores
