@@ -7,8 +7,9 @@
 //! tokens (`ops::matmul_tile`); routed experts are grouped by expert
 //! (moe_group.wgsl) so each expert's weights are read once per tile of its
 //! tokens, an expert's last run of 32 or fewer in a short tile of its own
-//! shape (`ops::matmul_small_tile`). Attention is causal over the cache: every token of the chunk
-//! appends its row first, then attends over the positions up to its own:
+//! shape (`ops::matmul_small_tile`). Attention is causal over the cache:
+//! every token of the chunk appends its row first, then attends over the
+//! positions up to its own:
 //! the chunk's (token, head) pairs as the rows of matrix products on
 //! cooperative matrices (attention_coop.wgsl) where
 //! `ops::attention_coop_fits`, else attention.wgsl once per token, each
