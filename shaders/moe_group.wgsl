@@ -7,8 +7,9 @@
 // (the matmul dispatch launches max_tiles; empty tiles exit at once). An
 // expert's last run, where it holds `small` or fewer assignments
 // (`small` > 0), is a small tile (fourth word 1: the tile32 of
-// matmul_coop.wgsl and matmul.wgsl); small tiles follow all full-size ones, so the long workgroups
-// start first and the short ones fill the dispatch's tail.
+// matmul_coop.wgsl and matmul.wgsl); small tiles follow all full-size
+// ones, so the long workgroups start first and the short ones fill the
+// dispatch's tail.
 //
 // Bindings: 0 params (uniform), 1 sel (array<u32>), 2 order (array<u32>,
 // out), 3 tiles (array<vec4<u32>>, out).

@@ -10,9 +10,9 @@
 //! Dense cases run in the plan's tiles (64) and in tiles of 8 (partly
 //! empty tiles, as routed experts' often are), and the routed pipelines'
 //! shapes on the same cases: matmul.wgsl's tile32 (SHORT, every tile
-//! flagged short) in tiles of 32 and of 8. matmul_coop.wgsl (cooperative matrices) runs the same cases
-//! where the adapter offers them, its short tiles (tile32) included;
-//! elsewhere each test says it skipped it.
+//! flagged short) in tiles of 32 and of 8. matmul_coop.wgsl (cooperative
+//! matrices) runs the same cases where the adapter offers them, its short
+//! tiles (tile32) included; elsewhere each test says it skipped it.
 
 mod common;
 
