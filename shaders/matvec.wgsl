@@ -4,10 +4,10 @@
 // `unit_load(u)`: weight unit `u` (32 consecutive weights of a row; units
 // are numbered row-major over the whole buffer) dequantized into registers.
 // x is staged in workgroup memory a chunk of XCHUNK units at a time (the
-// norm weight folded in): every lane then reads its units' x vec4s from
-// there with no bank conflicts, where reading them from the storage buffer
-// put each lane of a warp on its own 128-byte line (lane t owns unit t, 32
-// floats of x), so one x load cost 32 L1 wavefronts.
+// norm weight folded in; matvec_x.wgsl): every lane then reads its units'
+// x vec4s from there with no bank conflicts, where reading them from the
+// storage buffer put each lane of a warp on its own 128-byte line (lane t
+// owns unit t, 32 floats of x), so one x load cost 32 L1 wavefronts.
 //
 // Bindings: 0 params (uniform), 1 x (array<vec4<f32>>), 2 g (array<vec4<f32>>:
 // the norm weight when NORM, the splits' (m, l) when COMBINE, the vector
@@ -91,60 +91,11 @@ struct Params {
 @group(0) @binding(4) var<storage, read> sel: array<u32>;
 @group(0) @binding(5) var<storage, read> sel_w: array<f32>;
 
-/// Units of x staged at a time: the 64-unit rows (2048 columns) are one
-/// chunk, attn_output's 160 units three. xs (8 KiB) with split_w and the
-/// reduction prelude's arrays stays within the 16 KiB of workgroup memory
-/// glmw asks of an adapter. The decode matvecs are sensitive to it: on the
-/// H100, 96 units lost 10% of tg128, 80 (attn_output in two chunks) was
-/// 1.5% slower than 64 in the GPU-timed token (docs/perf-journal.md,
-/// sessions 15 and 16).
-const XCHUNK: u32 = 64u;
-
-// The staged chunk of x: vec4 i (unit i / 8, its vec4 k = i % 8) at slot
-// xs_slot(i), i.e. vec4 k of each unit rotated by the unit's index, so the
-// eight lanes of a 128-byte phase reading the same k of eight consecutive
-// units hit eight different bank groups. COMBINE merges its head's splits
-// into the first n_kv / 4 slots and keeps the invocations' partial sums in
-// the last WG (XCHUNK · 8 >= MAX_LATENT / 4 + WG, so the two never meet).
-var<workgroup> xs: array<vec4<f32>, XCHUNK * 8u>;
-// COMBINE: the splits' weights.
+// COMBINE: the splits' weights. The merge writes its head's row into the
+// first n_kv / 4 slots of xs and keeps the invocations' partial sums in the
+// last WG (XCHUNK · 8 >= MAX_LATENT / 4 + WG, so the two never meet).
 var<workgroup> split_w: array<f32, MAX_SPLITS>;
 const MERGE_PART: u32 = XCHUNK * 8u - WG;
-
-// NORM: Σx² of the x vec4s this invocation staged; every vec4 of x is
-// staged once per workgroup, so the workgroup sum is Σx² of the row.
-var<private> ss: f32;
-
-fn xs_slot(i: u32) -> u32 {
-    return i ^ ((i >> 3u) & 7u);
-}
-
-// Vec4 i of the staged chunk, as the format files' dots read x.
-fn xv(i: u32) -> vec4<f32> {
-    return xs[xs_slot(i)];
-}
-
-// Stages units [c0, c1) of the x row that starts at vec4 `base` (NORM: times
-// the norm weight, x² summed into ss). Call from uniform control flow.
-fn stage(base: u32, c0: u32, c1: u32, lid: u32) {
-    // the previous chunk's readers are done with xs
-    workgroupBarrier();
-    let n = (c1 - c0) * 8u;
-    for (var i = lid; i < n; i += WG) {
-        var v = x[base + c0 * 8u + i];
-        if NORM {
-            ss += dot(v, v);
-            v *= g[c0 * 8u + i];
-        }
-        xs[xs_slot(i)] = v;
-    }
-    workgroupBarrier();
-}
-
-// The four bytes of `w`, low first.
-fn bytes4(w: u32) -> vec4<u32> {
-    return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
-}
 
 // Dots of two dequantized units with x[4·o .. 4·o + 32], each x vec4 read
 // once (through xv) for both. Written out with constant indices only, so
@@ -163,14 +114,6 @@ fn dot2(a: Unit, b: Unit, o: u32) -> vec2<f32> {
             + dot(a[4], v4) + dot(a[5], v5) + dot(a[6], v6) + dot(a[7], v7),
         dot(b[0], v0) + dot(b[1], v1) + dot(b[2], v2) + dot(b[3], v3)
             + dot(b[4], v4) + dot(b[5], v5) + dot(b[6], v6) + dot(b[7], v7));
-}
-
-// A dequantized unit's dot with the staged x[4·o .. 4·o + 32]. Written
-// out with constant indices only, so nothing lands in local memory.
-fn udot(a: Unit, o: u32) -> f32 {
-    return dot(a[0], xv(o)) + dot(a[1], xv(o + 1u)) + dot(a[2], xv(o + 2u))
-        + dot(a[3], xv(o + 3u)) + dot(a[4], xv(o + 4u)) + dot(a[5], xv(o + 5u))
-        + dot(a[6], xv(o + 6u)) + dot(a[7], xv(o + 7u));
 }
 
 // Partial dot of row r of matrix m (MODE 0 and 2) with the staged chunk

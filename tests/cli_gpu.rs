@@ -301,7 +301,7 @@ fn bench_tiers_emit_their_fields() {
     for op in [
         "attn_q_a",
         "attention",
-        "router",
+        "ffn_gate_inp",
         "ffn_gate_up_exps",
         "ffn_down_exps",
         "output",

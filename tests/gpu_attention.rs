@@ -1,5 +1,5 @@
-//! kv_append, attention + the split merge of attn_v_b's matvec, router and
-//! top-k against CPU oracles,
+//! kv_append, attention + the split merge of attn_v_b's matvec, the routers
+//! (prefill's and decode's) and top-k against CPU oracles,
 //! in both kernel variants (subgroup and shared-memory), on fresh random
 //! non-zero inputs. Outputs are poisoned (NaN, or an impossible index)
 //! before each run so unwritten elements fail. Matvecs: tests/gpu_kernels.rs.
@@ -24,6 +24,11 @@ const ATTN_TOL: f64 = 1e-5;
 /// Router expert weights, max abs difference: f32 logits (256..2048 terms)
 /// through sigmoid/softmax and the renormalisation.
 const ROUTER_W_TOL: f32 = 1e-5;
+
+/// route.wgsl's logits vs f64 dots of the same (dequantized) rows with
+/// the normed x: f32 sums of up to 4,096 products, as matvec.wgsl's
+/// MATVEC_TOL.
+const ROUTE_LOGIT_TOL: f64 = 1e-5;
 
 /// GLM-4.7-Flash's RMSNorm epsilon and rope base.
 const EPS: f32 = 1e-5;
@@ -886,6 +891,94 @@ fn attention_merge_matches_cpu_merge() {
     eprintln!("attention merge: worst rel L2 per row {worst:.2e} (tolerance {ATTN_TOL:.0e})");
 }
 
+/// `base` with another width and router: (experts, of them used), the
+/// gating function, renormalisation and scale of the chosen weights.
+fn router_config(
+    base: &Config,
+    n_embd: usize,
+    (n_expert, n_used): (usize, usize),
+    gating: Gating,
+    norm: bool,
+    scale: f32,
+) -> Config {
+    Config {
+        n_embd,
+        n_expert,
+        n_expert_used: n_used,
+        gating,
+        expert_weights_norm: norm,
+        expert_weights_scale: scale,
+        ..base.clone()
+    }
+}
+
+/// Check a router's choice in `sb` (its `sel`, poisoned with 0xDEAD_BEEF
+/// one past n_used) and `swb` (`sel_w`, NaN one past): the experts exactly,
+/// the weights within ROUTER_W_TOL. Returns the weights' worst error.
+fn check_choice(
+    tag: &str,
+    sb: &wgpu::Buffer,
+    swb: &wgpu::Buffer,
+    sel_want: &[usize],
+    w_want: &[f32],
+) -> f32 {
+    let k = sel_want.len();
+    let sel = common::read_u32(sb, k + 1);
+    let sel: Vec<usize> = sel.iter().map(|&e| e as usize).collect();
+    assert_eq!(sel[..k], sel_want[..], "{tag}: selected experts");
+    assert_eq!(sel[k], 0xDEAD_BEEF, "{tag}: wrote past n_used");
+    let sw = common::gpu().read_f32(swb, k + 1).unwrap();
+    assert!(sw[k].is_nan(), "{tag}: wrote past n_used");
+    let dw = sw[..k]
+        .iter()
+        .zip(w_want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(
+        dw < ROUTER_W_TOL,
+        "{tag}: weights {:?} vs {w_want:?}",
+        &sw[..k]
+    );
+    dw
+}
+
+/// A router test case's inputs: x, the norm weight g, the router rows w
+/// (n_expert × n_embd; rows repeating every `dup` rows where dup > 0:
+/// exact ties) and the selection bias (zeros without one).
+struct RouterInputs {
+    x: Vec<f32>,
+    g: Vec<f32>,
+    w: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+/// Logits as the model makes them: the router rows times a normed x
+/// (every odd case `ci` small enough that eps matters).
+fn router_inputs(c: &Config, ci: usize, has_bias: bool, dup: usize, seed: u64) -> RouterInputs {
+    let (n, ne) = (c.n_embd, c.n_expert);
+    let x_std = if ci % 2 == 1 { 0.003 } else { 1.0 };
+    let g = common::randn(n, 0.1, seed + 2)
+        .iter()
+        .map(|v| 1.0 + v)
+        .collect();
+    let mut w = common::randn(ne * n, 0.05, seed + 3);
+    if dup > 0 {
+        for e in dup..ne {
+            w.copy_within((e % dup) * n..(e % dup + 1) * n, e * n);
+        }
+    }
+    let bias = match has_bias {
+        true => common::randn(ne, 0.05, seed + 4),
+        false => vec![0.0; ne],
+    };
+    RouterInputs {
+        x: common::randn(n, x_std, seed + 1),
+        g,
+        w,
+        bias,
+    }
+}
+
 #[test]
 fn router_matches_reference() {
     let gpu = common::gpu();
@@ -894,14 +987,8 @@ fn router_matches_reference() {
         (tiny.n_expert, tiny.n_expert_used, tiny.gating),
         (8, 4, Gating::Sigmoid)
     );
-    let cfg = |n_embd, n_expert, n_used, gating, norm, scale| Config {
-        n_embd,
-        n_expert,
-        n_expert_used: n_used,
-        gating,
-        expert_weights_norm: norm,
-        expert_weights_scale: scale,
-        ..tiny.clone()
+    let cfg = |n_embd, n_expert, n_used, gating, norm, scale| {
+        router_config(&tiny, n_embd, (n_expert, n_used), gating, norm, scale)
     };
     // (config, with bias, expert rows repeating every `dup` rows: exact ties)
     let cases = [
@@ -920,25 +1007,7 @@ fn router_matches_reference() {
     for (ci, (c, has_bias, dup)) in cases.iter().enumerate() {
         let (n, ne) = (c.n_embd, c.n_expert);
         let seed = 1000 * ci as u64;
-        // Logits as the model makes them: the router rows times a normed
-        // x (every other case small enough that eps matters).
-        let x_std = if ci % 2 == 1 { 0.003 } else { 1.0 };
-        let x = common::randn(n, x_std, seed + 1);
-        let g: Vec<f32> = common::randn(n, 0.1, seed + 2)
-            .iter()
-            .map(|v| 1.0 + v)
-            .collect();
-        let mut w = common::randn(ne * n, 0.05, seed + 3);
-        if *dup > 0 {
-            for e in *dup..ne {
-                w.copy_within((e % dup) * n..(e % dup + 1) * n, e * n);
-            }
-        }
-        let bias = if *has_bias {
-            common::randn(ne, 0.05, seed + 4)
-        } else {
-            vec![0.0; ne]
-        };
+        let RouterInputs { x, g, w, bias } = router_inputs(c, ci, *has_bias, *dup, seed);
         let h = cpu::rms_norm(&x, &g, c.rms_eps);
         let mut planes: Vec<f32> = w.chunks(n).map(|r| cpu::dot(r, &h)).collect();
         // Without ties, every other case's logits come as the sum of a
@@ -988,26 +1057,139 @@ fn router_matches_reference() {
                 "{:?} router case {ci} ({ne} experts, top {k}, {:?})",
                 pipes.variant, c.gating
             );
-            let sel = common::read_u32(&sb, k + 1);
-            let sel: Vec<usize> = sel.iter().map(|&e| e as usize).collect();
-            assert_eq!(sel[..k], sel_want[..], "{tag}: selected experts");
-            assert_eq!(sel[k], 0xDEAD_BEEF, "{tag}: wrote past n_used");
-            let sw = gpu.read_f32(&swb, k + 1).unwrap();
-            assert!(sw[k].is_nan(), "{tag}: wrote past n_used");
-            let dw = sw[..k]
-                .iter()
-                .zip(&w_want)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max);
-            assert!(
-                dw < ROUTER_W_TOL,
-                "{tag}: weights {:?} vs {w_want:?}",
-                &sw[..k]
-            );
-            worst = worst.max(dw);
+            worst = worst.max(check_choice(&tag, &sb, &swb, &sel_want, &w_want));
         }
     }
     eprintln!("router: worst weight error {worst:.2e} (tolerance {ROUTER_W_TOL:.0e})");
+}
+
+/// route.wgsl (the decode's router: the logits matvec with ffn_norm fused,
+/// and the choice in the workgroup that finishes last) against the CPU:
+/// the logits within ROUTE_LOGIT_TOL of f64 dots with the normed x, the
+/// choice exactly reference::route's on the kernel's own logits (so that a
+/// near-tie cannot flip it), its weights within ROUTER_W_TOL. Each case runs
+/// twice: with the matrix in one buffer, then split into two row ranges (two
+/// dispatches, as the engine splits a matrix too large for one binding,
+/// counting their workgroups together). The last workgroup puts the count
+/// back to 0, so the second run chooses again.
+#[test]
+fn route_matches_reference() {
+    let gpu = common::gpu();
+    let tiny = Model::open(common::tiny_model()).unwrap().config;
+    let cfg = |n_embd, n_expert, n_used, gating, norm, scale| {
+        router_config(&tiny, n_embd, (n_expert, n_used), gating, norm, scale)
+    };
+    // (config, router format, with bias, rows repeating every `dup` rows)
+    let cases = [
+        (tiny.clone(), Format::F32, true, 0),
+        (
+            cfg(2048, 64, 4, Gating::Sigmoid, true, 1.8),
+            Format::F32,
+            true,
+            0,
+        ), // GLM-4.7-Flash
+        (
+            cfg(2048, 64, 6, Gating::Softmax, false, 1.0),
+            Format::Q8_0,
+            false,
+            0,
+        ), // DeepSeek-V2-Lite
+        (
+            cfg(256, ops::ROUTER_MAX_EXPERT, 8, Gating::Sigmoid, true, 2.5),
+            Format::F32,
+            true,
+            0,
+        ),
+        // two chunks of staged x; exact ties
+        (
+            cfg(4096, 16, 6, Gating::Softmax, true, 1.0),
+            Format::F32,
+            false,
+            4,
+        ),
+        (
+            cfg(96, 12, 5, Gating::Sigmoid, true, 1.0),
+            Format::Q4_0,
+            false,
+            3,
+        ),
+    ];
+    let mut worst = (0f64, 0f32);
+    for (ci, (c, fmt, has_bias, dup)) in cases.iter().enumerate() {
+        let (n, ne, k) = (c.n_embd, c.n_expert, c.n_expert_used);
+        let seed = 2000 * ci as u64;
+        let RouterInputs { x, g, w, bias } = router_inputs(c, ci, *has_bias, *dup, seed);
+        // (row0, rows, buffers) of each part: the whole matrix, then two
+        let (deq, whole) = common::upload(*fmt, &w);
+        let part = |r0: usize, rows: usize| {
+            let (_, bufs) = common::upload(*fmt, &w[r0 * n..(r0 + rows) * n]);
+            (r0, rows, bufs)
+        };
+        let split = (ne / 3).max(1);
+        let runs = [
+            vec![(0, ne, whole)],
+            vec![part(0, split), part(split, ne - split)],
+        ];
+        let h = cpu::rms_norm(&x, &g, c.rms_eps);
+        let want_logits: Vec<f32> = deq.chunks(n).map(|r| common::dot64(r, &h) as f32).collect();
+        let store = |v: &[f32]| gpu.storage("in", bytemuck::cast_slice(v)).unwrap();
+        let (xb, gb, bb) = (store(&x), store(&g), store(&bias));
+        for pipes in common::pipelines() {
+            let tag = format!(
+                "{:?} route case {ci} ({fmt:?}, {ne} experts, top {k}, {:?})",
+                pipes.variant, c.gating
+            );
+            // NaN logits, the count at 0 as the engine's zeroed buffer has it
+            let mut init = vec![0x7FC0_0000u32; ne + 1];
+            init[ne] = 0;
+            let lb = gpu.storage("logits", bytemuck::cast_slice(&init)).unwrap();
+            for (run, parts) in runs.iter().enumerate() {
+                let swb = store(&vec![f32::NAN; k + 1]);
+                let sb = gpu
+                    .storage("sel", bytemuck::cast_slice(&vec![0xDEAD_BEEFu32; k + 1]))
+                    .unwrap();
+                let groups = parts.iter().map(|q| ops::route_groups(q.1 as u32)).sum();
+                let mut ds = Vec::new();
+                for (r0, rows, bufs) in parts {
+                    let p = ops::RouteParams {
+                        row0: *r0 as u32,
+                        rows: *rows as u32,
+                        groups,
+                        ..ops::RouteParams::new(c)
+                    };
+                    let pb = gpu.uniform("p", &p);
+                    let b = ops::RouteBindings {
+                        p: &pb,
+                        x: &xb,
+                        g: &gb,
+                        logits: &lb,
+                        sel: &sb,
+                        sel_w: &swb,
+                        bias: &bb,
+                        weights: bufs,
+                    };
+                    let wg = [ops::route_groups(*rows as u32), 1, 1];
+                    ds.push(Dispatch::new(gpu, pipes, Kernel::Route(*fmt), &b, wg).unwrap());
+                }
+                ops::run(gpu, &ds).unwrap();
+                let words = common::read_u32(&lb, ne + 1);
+                assert_eq!(words[ne], 0, "{tag} run {run}: the count is not back at 0");
+                let logits: Vec<f32> = words[..ne].iter().map(|&v| f32::from_bits(v)).collect();
+                let e = cpu::rel_l2(&logits, &want_logits);
+                assert!(e < ROUTE_LOGIT_TOL, "{tag}: logits rel L2 {e:.3e}");
+                let (sel_want, w_want) =
+                    glmw::reference::route(&logits, (*has_bias).then_some(&bias[..]), c);
+                let tag = format!("{tag} run {run}");
+                let dw = check_choice(&tag, &sb, &swb, &sel_want, &w_want);
+                worst = (worst.0.max(e), worst.1.max(dw));
+            }
+        }
+    }
+    eprintln!(
+        "route: worst logits rel L2 {:.2e} (tolerance {ROUTE_LOGIT_TOL:.0e}), weight error {:.2e} \
+         (tolerance {ROUTER_W_TOL:.0e})",
+        worst.0, worst.1
+    );
 }
 
 /// Top `k` of (values, indices) by value descending, index ascending,

@@ -30,9 +30,9 @@ fn engine(variant: Variant, n_ctx: usize) -> Engine<'static> {
 /// head). Update these when a plan change adds or removes a dispatch or a
 /// barrier on purpose, and say so in the commit.
 const DECODE: Barriers = Barriers {
-    dispatches: 43,
-    barriers: 32,
-    transitions: 71,
+    dispatches: 41,
+    barriers: 30,
+    transitions: 69,
 };
 /// Per full prefill chunk at depth 0 (one pass of the prefill plan, without
 /// the head), on either attention kernel: its tokens attend in one split,

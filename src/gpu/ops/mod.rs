@@ -12,7 +12,7 @@ pub use super::kernels::{
     AttentionMergeBindings, AttentionOverrides, EmbedBindings, KvAppendBindings, MatmulBindings,
     MatmulCoopBindings, MatmulCoopOverrides, MatmulOverrides, MatvecBindings, MatvecOverrides,
     MoeGroupBindings, MoeSumBindings, PickBindings, ReadBandwidthBindings, RmsNormBindings,
-    RouterBindings, TopkBindings, TopkOverrides,
+    RouteBindings, RouterBindings, TopkBindings, TopkOverrides,
 };
 use super::kernels::{Bind, Bindings, Format, Kernel, Overrides, Pipelines};
 use crate::error::{Error, Result};
@@ -445,6 +445,57 @@ impl RouterParams {
             parts: 1,
             plane: 0,
             _pad: 0,
+        }
+    }
+}
+
+/// Router logits per route.wgsl workgroup (`ROWS` there; 32 invocations
+/// a row).
+pub const ROUTE_ROWS: u32 = 4;
+
+/// route.wgsl's workgroups for `rows` logits.
+pub fn route_groups(rows: u32) -> u32 {
+    rows.div_ceil(ROUTE_ROWS)
+}
+
+/// route.wgsl's params: the router matrix's shape, this dispatch's part of
+/// it, the norm's epsilon and the choice (as `RouterParams`).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RouteParams {
+    pub n_expert: u32,
+    /// 32-weight units per row of the router matrix.
+    pub units: u32,
+    /// This dispatch's rows of the matrix: logits row0 .. row0 + rows.
+    pub row0: u32,
+    pub rows: u32,
+    /// Workgroups of all the router's dispatches (`route_groups` of each
+    /// part's rows, summed).
+    pub groups: u32,
+    pub n_used: u32,
+    pub gating: u32,
+    pub norm_w: u32,
+    pub scale: f32,
+    pub eps: f32,
+    pub _pad: [u32; 2],
+}
+
+impl RouteParams {
+    /// The params of a router matrix in one part.
+    pub fn new(c: &Config) -> RouteParams {
+        let r = RouterParams::new(c);
+        RouteParams {
+            n_expert: r.n_expert,
+            units: (c.n_embd / 32) as u32,
+            row0: 0,
+            rows: r.n_expert,
+            groups: route_groups(r.n_expert),
+            n_used: r.n_used,
+            gating: r.gating,
+            norm_w: r.norm_w,
+            scale: r.scale,
+            eps: c.rms_eps,
+            _pad: [0; 2],
         }
     }
 }

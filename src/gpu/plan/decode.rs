@@ -14,7 +14,7 @@ use crate::gpu::context::Gpu;
 use crate::gpu::kernels::{Kernel, Pipelines};
 use crate::gpu::ops::{
     self, AttentionBindings, AttentionCoopBindings, AttentionHeadBindings, Dispatch,
-    KvAppendBindings, MatvecMode, RmsNormBindings, RouterBindings, TopkBindings, TopkOverrides,
+    KvAppendBindings, MatvecMode, RmsNormBindings, RouteBindings, TopkBindings, TopkOverrides,
 };
 use crate::gpu::resident::{
     FfnWeights, GateUpDown, LayerWeights, MoeWeights, QWeights, ResidentWeights,
@@ -47,7 +47,6 @@ struct Shared {
     attn_params: wgpu::Buffer,
     coop_params: wgpu::Buffer,
     head_params: wgpu::Buffer,
-    router_params: wgpu::Buffer,
 }
 
 impl Shared {
@@ -66,7 +65,8 @@ impl Shared {
             v_heads: s("v_heads", &[c.n_head, c.n_embd_head_v])?,
             sel: s("sel", &[n_used.max(1)])?,
             sel_w: s("sel_w", &[n_used.max(1)])?,
-            moe_logits: s("ffn_moe_logits", &[n_expert.max(1)])?,
+            // the logits, then route.wgsl's count of workgroups done
+            moe_logits: s("ffn_moe_logits", &[n_expert + 1])?,
             // The dense FFN's and the routed experts' activations (the
             // shared expert's are per layer).
             act: s("act", &[c.n_ff.max(n_used * n_ff_exp).max(1)])?,
@@ -83,7 +83,6 @@ impl Shared {
                 "attention_head",
                 &ops::AttentionHeadParams::new(c, n_split as u32),
             ),
-            router_params: gpu.uniform("router", &ops::RouterParams::new(c)),
         })
     }
 }
@@ -341,35 +340,23 @@ impl Lowering<'_> {
         b.lowered(&[FfnOut, LOut], &s.x, c.n_embd, |b| b.matvec(&d.down, down))
     }
 
-    /// A MoE block's feed-forward. Pairs run side by side: router logits ∥
-    /// shared gate+up (both norm x themselves), then the router selection,
+    /// A MoE block's feed-forward. Pairs run side by side: the router
+    /// (logits and choice) ∥ shared gate+up (both norm x themselves), then
     /// routed gate+up (norms x itself) ∥ shared down (into its own buffer),
     /// then the routed down adds the shared output and the residual.
     fn moe_ffn(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
-        let (c, s) = (self.c, &self.s);
-        let b = &mut self.b;
-        let (n_expert, n_used, n_ff_exp, n_ff_sh) = c.moe_dims();
-        let sh_act = b
-            .gpu
-            .scratch_f32(&format!("ffn_shexp_act-{il}"), &[n_ff_sh.max(1)])?;
-        let sh_out = b
-            .gpu
-            .scratch_f32(&format!("ffn_shexp_out-{il}"), &[c.n_embd])?;
-        let logits = Mv {
-            norm: Some(&lw.ffn_norm),
-            ..Mv::plain(&s.x, &s.moe_logits)
-        };
-        b.lowered(&[FfnNorm, FfnMoeLogits], &s.moe_logits, n_expert, |b| {
-            b.matvec(&m.gate_inp, logits)
-        })?;
+        let (_, n_used, n_ff_exp, n_ff_sh) = self.c.moe_dims();
+        let gpu = self.b.gpu;
+        let sh_act = gpu.scratch_f32(&format!("ffn_shexp_act-{il}"), &[n_ff_sh.max(1)])?;
+        let sh_out = gpu.scratch_f32(&format!("ffn_shexp_out-{il}"), &[self.c.n_embd])?;
+        self.route(il, lw, m)?;
+        let (c, s, b) = (self.c, &self.s, &mut self.b);
         if let Some(sh) = &m.shared {
             let mv = gate_up(&s.x, Some(&lw.ffn_norm), None, 1, 0, &sh_act);
             b.lowered(NORMED_SWIGLU, &sh_act, n_ff_sh, |b| {
                 b.matvec(&sh.gate_up, mv)
             })?;
         }
-        self.route(il, m)?;
-        let (s, b) = (&self.s, &mut self.b);
         let sel = Some((&s.sel, &s.sel_w));
         let routed = gate_up(
             &s.x,
@@ -418,19 +405,44 @@ impl Lowering<'_> {
         b.lowered(steps, &s.x, c.n_embd, |b| b.matvec(&m.down_exps, down))
     }
 
-    /// The router selection (the routed gate+up norms x itself).
-    fn route(&mut self, il: usize, m: &MoeWeights) -> Result<()> {
+    /// The router logits and the choice from them, in one dispatch per
+    /// part of the router matrix (route.wgsl; the routed gate+up norms x
+    /// itself).
+    fn route(&mut self, il: usize, lw: &LayerWeights, m: &MoeWeights) -> Result<()> {
         let (c, s, b) = (self.c, &self.s, &mut self.b);
-        let bufs = RouterBindings {
-            p: &s.router_params,
-            logits: &s.moe_logits,
-            bias: m.exp_probs_b.as_ref().unwrap_or(&s.zero_bias),
-            sel: &s.sel,
-            sel_w: &s.sel_w,
-        };
-        let d = Dispatch::new(b.gpu, b.pipes, Kernel::Router, &bufs, [1, 1, 1])?;
-        b.low.lower(&[FfnMoeProbs, FfnMoeTopk, FfnMoeWeights]);
-        b.add(d.named(format!("blk.{il}.router")));
+        let w = &m.gate_inp;
+        let groups = w.parts.iter().map(|p| ops::route_groups(p.rows)).sum();
+        b.low.lower(&[
+            FfnNorm,
+            FfnMoeLogits,
+            FfnMoeProbs,
+            FfnMoeTopk,
+            FfnMoeWeights,
+        ]);
+        for part in &w.parts {
+            let p = ops::RouteParams {
+                row0: part.row0,
+                rows: part.rows,
+                groups,
+                ..ops::RouteParams::new(c)
+            };
+            let pb = b.uniform(&format!("blk.{il}.route"), &p);
+            let bufs = RouteBindings {
+                p: &pb,
+                x: &s.x,
+                g: &lw.ffn_norm,
+                logits: &s.moe_logits,
+                sel: &s.sel,
+                sel_w: &s.sel_w,
+                bias: m.exp_probs_b.as_ref().unwrap_or(&s.zero_bias),
+                weights: &part.buffers,
+            };
+            let wg = [ops::route_groups(part.rows), 1, 1];
+            let d = Dispatch::new(b.gpu, b.pipes, Kernel::Route(w.format), &bufs, wg)?;
+            let bytes = part.buffers.iter().map(|b| b.size()).sum();
+            b.add(d.named(w.name.trim_end_matches(".weight")).reading(bytes));
+        }
+        b.low.leaves(FfnMoeLogits, &s.moe_logits, c.n_expert);
         b.low.leaves(FfnMoeWeights, &s.sel_w, c.n_expert_used);
         Ok(())
     }

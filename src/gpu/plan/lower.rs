@@ -86,7 +86,7 @@ impl Lowered {
         // its name.
         let matrix = matches!(
             d.kernel,
-            Kernel::Matvec(_) | Kernel::Matmul(_) | Kernel::Embed(_)
+            Kernel::Matvec(_) | Kernel::Matmul(_) | Kernel::Embed(_) | Kernel::Route(_)
         );
         self.matrices.push(matrix.then(|| d.op().to_string()));
     }

@@ -6,10 +6,11 @@
 //! (`model::recipe`): `lower` records and checks which recipe steps each
 //! dispatch computes.
 //!
-//! Per MoE block (14 dispatches, 10 barriers): q_a ∥ kv_a (attn_norm fused
+//! Per MoE block (13 dispatches, 9 barriers): q_a ∥ kv_a (attn_norm fused
 //! into both), q_b (q_a_norm fused) ∥ kv_append, k_b absorb, attention, v_b
-//! (merging the attention splits), attn_output (+ residual), router logits
-//! (ffn_norm fused) ∥ shared gate+up (ffn_norm fused), router selection,
+//! (merging the attention splits), attn_output (+ residual), the router
+//! (ffn_norm fused; the logits, then the choice in the last workgroup) ∥
+//! shared gate+up (ffn_norm fused),
 //! experts gate+up (ffn_norm fused) ∥ shared down, experts down (+
 //! weighted combine + shared output + residual). `a ∥ b`: b follows a
 //! with no barrier between them, so the GPU overlaps them. The output head
