@@ -27,7 +27,7 @@
 /// host: gpu::ops::MATVEC_WG
 const WG: u32 = 128u;
 /// host: gpu::ops::ROUTE_ROWS
-const ROWS: u32 = 4u;
+const ROWS: u32 = 2u;
 const TPR: u32 = WG / ROWS;
 const NORM: bool = true;
 

@@ -449,9 +449,12 @@ impl RouterParams {
     }
 }
 
-/// Router logits per route.wgsl workgroup (`ROWS` there; 32 invocations
-/// a row).
-pub const ROUTE_ROWS: u32 = 4;
+/// Router logits per route.wgsl workgroup (`ROWS` there; 64 invocations
+/// a row, so GLM-4.7-Flash's 64-unit rows give every invocation one unit):
+/// 32 workgroups for 64 experts, the route dispatch 7.05 → 6.37 µs in the
+/// H100's micro tier against four rows (tg128 +0.3-0.5%, inside the
+/// placement noise; docs/perf-journal.md, session 25).
+pub const ROUTE_ROWS: u32 = 2;
 
 /// route.wgsl's workgroups for `rows` logits.
 pub fn route_groups(rows: u32) -> u32 {
