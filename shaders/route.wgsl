@@ -20,9 +20,13 @@
 // dispatch; wgpu puts a barrier between them, as both write `logits`). A
 // group of TPR invocations owns one logit; the workgroup that counts itself
 // last of all the parts' `groups` owns the choice.
-// The logits are written and read through atomics and a device-scope
-// barrier (storageBarrier: naga's SPIR-V gives it Device memory scope), so
-// the last workgroup sees every other workgroup's logits.
+// The logits are written and read through atomics (coherent across
+// workgroups where plain loads may hit a stale cache), ordered before the
+// count by storageBarrier, a device-scope fence in each of naga's outputs
+// (SPIR-V: Device memory scope; MSL: threadgroup_barrier(mem_device);
+// HLSL: DeviceMemoryBarrierWithGroupSync), so the last workgroup sees every
+// other workgroup's logits. No workgroup waits on another: nothing here
+// needs forward progress across workgroups.
 
 /// host: gpu::ops::MATVEC_WG
 const WG: u32 = 128u;

@@ -421,6 +421,7 @@ impl Lowering<'_> {
         ]);
         for part in &w.parts {
             let p = ops::RouteParams {
+                units: w.units,
                 row0: part.row0,
                 rows: part.rows,
                 groups,
