@@ -119,12 +119,7 @@ fn dot2(a: Unit, b: Unit, o: u32) -> vec2<f32> {
 // Partial dot of row r of matrix m (MODE 0 and 2) with the staged chunk
 // [c0, c1) over its units c0 + t, c0 + t + TPR, ….
 fn row_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> f32 {
-    let b = m * p.mat_units + r * p.units;
-    var acc = 0.0;
-    for (var u = c0 + t; u < c1; u += TPR) {
-        acc += udot(unit_load(b + u), (u - c0) * 8u);
-    }
-    return acc;
+    return row_dots(m * p.mat_units + r * p.units, t, c0, c1);
 }
 
 // Partial dots of gate row r and up row r + rows of matrix m (MODE 1) with
@@ -212,15 +207,6 @@ fn merge_splits(h: u32, ids: Ids) {
         xs[xs_slot(ids.lid)] = sum;
     }
     workgroupBarrier();
-}
-
-// 1/rms of x (NORM), else 1. Call after the last chunk is staged, from
-// uniform control flow.
-fn norm_scale(ids: Ids) -> f32 {
-    if NORM {
-        return inverseSqrt(wg_sum(ss, ids) / f32(p.units * 32u) + p.eps);
-    }
-    return 1.0;
 }
 
 fn silu(v: f32) -> f32 {

@@ -1,9 +1,10 @@
 // What the decode's matvecs share (matvec.wgsl and route.wgsl, which
 // declare `x` (binding 1, array<vec4<f32>>), `g` (binding 2: the norm
-// weight when NORM), `WG` and `NORM`): x staged in workgroup memory a chunk
-// at a time (stage(): times g and x² summed into ss when NORM), read back
-// by xv() and udot() as the format files' units are laid out; and bytes4(),
-// which some format files use.
+// weight when NORM), `WG`, `TPR`, `NORM` and params `p` with `units` and
+// `eps`): x staged in workgroup memory a chunk at a time (stage(): times g
+// and x² summed into ss when NORM), read back by xv(), udot() and
+// row_dots() as the format files' units are laid out; the norm's 1/rms;
+// and bytes4(), which some format files use.
 
 /// Units of x staged at a time: the 64-unit rows (2048 columns) are one
 /// chunk, attn_output's 160 units three. xs (8 KiB) with the kernel's own
@@ -55,6 +56,25 @@ fn udot(a: Unit, o: u32) -> f32 {
     return dot(a[0], xv(o)) + dot(a[1], xv(o + 1u)) + dot(a[2], xv(o + 2u))
         + dot(a[3], xv(o + 3u)) + dot(a[4], xv(o + 4u)) + dot(a[5], xv(o + 5u))
         + dot(a[6], xv(o + 6u)) + dot(a[7], xv(o + 7u));
+}
+
+// Partial dot of the row whose unit 0 is unit `b` with the staged chunk
+// [c0, c1), over its units c0 + t, c0 + t + TPR, ….
+fn row_dots(b: u32, t: u32, c0: u32, c1: u32) -> f32 {
+    var acc = 0.0;
+    for (var u = c0 + t; u < c1; u += TPR) {
+        acc += udot(unit_load(b + u), (u - c0) * 8u);
+    }
+    return acc;
+}
+
+// 1/rms of x (NORM), else 1. Call after the last chunk is staged, from
+// uniform control flow.
+fn norm_scale(ids: Ids) -> f32 {
+    if NORM {
+        return inverseSqrt(wg_sum(ss, ids) / f32(p.units * 32u) + p.eps);
+    }
+    return 1.0;
 }
 
 // The four bytes of `w`, low first.

@@ -86,13 +86,10 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
         let c1 = min(c0 + XCHUNK, p.units);
         stage(0u, c0, c1, ids.lid);
         if live {
-            for (var u = c0 + t; u < c1; u += TPR) {
-                a += udot(unit_load(r * p.units + u), (u - c0) * 8u);
-            }
+            a += row_dots(r * p.units, t, c0, c1);
         }
     }
-    let scale = inverseSqrt(wg_sum(ss, ids) / f32(p.units * 32u) + p.eps);
-    a = seg_sum(a, ids, TPR) * scale;
+    a = seg_sum(a, ids, TPR) * norm_scale(ids);
     if t == 0u && live {
         atomicStore(&logits[p.row0 + r], bitcast<u32>(a));
     }
