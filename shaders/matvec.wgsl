@@ -1,8 +1,11 @@
 // Decode matvec entry point, shared by every weight format. The host builds
 // it together with one format file (f32.wgsl, q4_0.wgsl, q8_0.wgsl,
-// q5_k.wgsl, q6_k.wgsl), which binds the weights at 6 (and 7) and defines
-// `unit_load(u)`: weight unit `u` (32 consecutive weights of a row; units
-// are numbered row-major over the whole buffer) dequantized into registers.
+// q5_k.wgsl, q6_k.wgsl, …), which binds the weights at 6 (and 7) and
+// defines `unit_load(u)`: weight unit `u` (32 consecutive weights of a row;
+// units are numbered row-major over the whole buffer) dequantized into
+// registers; and one unit-dots file (unit_dots.wgsl, or the format's own
+// q4_0_dots.wgsl, q8_0_dots.wgsl), whose unit_dot and unit_dot2 are a
+// unit's dots with the staged x.
 // x is staged in workgroup memory a chunk of XCHUNK units at a time (the
 // norm weight folded in; matvec_x.wgsl): every lane then reads its units'
 // x vec4s from there with no bank conflicts, where reading them from the
@@ -97,25 +100,6 @@ struct Params {
 var<workgroup> split_w: array<f32, MAX_SPLITS>;
 const MERGE_PART: u32 = XCHUNK * 8u - WG;
 
-// Dots of two dequantized units with x[4·o .. 4·o + 32], each x vec4 read
-// once (through xv) for both. Written out with constant indices only, so
-// nothing lands in local memory.
-fn dot2(a: Unit, b: Unit, o: u32) -> vec2<f32> {
-    let v0 = xv(o);
-    let v1 = xv(o + 1u);
-    let v2 = xv(o + 2u);
-    let v3 = xv(o + 3u);
-    let v4 = xv(o + 4u);
-    let v5 = xv(o + 5u);
-    let v6 = xv(o + 6u);
-    let v7 = xv(o + 7u);
-    return vec2<f32>(
-        dot(a[0], v0) + dot(a[1], v1) + dot(a[2], v2) + dot(a[3], v3)
-            + dot(a[4], v4) + dot(a[5], v5) + dot(a[6], v6) + dot(a[7], v7),
-        dot(b[0], v0) + dot(b[1], v1) + dot(b[2], v2) + dot(b[3], v3)
-            + dot(b[4], v4) + dot(b[5], v5) + dot(b[6], v6) + dot(b[7], v7));
-}
-
 // Partial dot of row r of matrix m (MODE 0 and 2) with the staged chunk
 // [c0, c1) over its units c0 + t, c0 + t + TPR, ….
 fn row_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> f32 {
@@ -129,7 +113,7 @@ fn gate_up_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> vec2<f32> {
     let bu = bg + p.rows * p.units;
     var acc = vec2<f32>(0.0);
     for (var u = c0 + t; u < c1; u += TPR) {
-        acc += dot2(unit_load(bg + u), unit_load(bu + u), (u - c0) * 8u);
+        acc += unit_dot2(bg + u, bu + u, u - c0);
     }
     return acc;
 }

@@ -1,10 +1,11 @@
 // What the decode's matvecs share (matvec.wgsl and route.wgsl, which
 // declare `x` (binding 1, array<vec4<f32>>), `g` (binding 2: the norm
 // weight when NORM), `WG`, `TPR`, `NORM` and params `p` with `units` and
-// `eps`): x staged in workgroup memory a chunk at a time (stage(): times g
-// and x² summed into ss when NORM), read back by xv(), udot() and
-// row_dots() as the format files' units are laid out; the norm's 1/rms;
-// and bytes4(), which some format files use.
+// `eps`, and include a unit-dots file, unit_dots.wgsl or a format's own,
+// for unit_dot and unit_dot2): x staged in workgroup memory a chunk at a
+// time (stage(): times g and x² summed into ss when NORM), read back by
+// x8() as the format files' units are laid out; a row's dots; the norm's
+// 1/rms; and bytes4(), which some format files use.
 
 /// Units of x staged at a time: the 64-unit rows (2048 columns) are one
 /// chunk, attn_output's 160 units three. xs (8 KiB) with the kernel's own
@@ -18,7 +19,8 @@ const XCHUNK: u32 = 64u;
 // The staged chunk of x: vec4 i (unit i / 8, its vec4 k = i % 8) at slot
 // xs_slot(i), i.e. vec4 k of each unit rotated by the unit's index, so the
 // eight lanes of a 128-byte phase reading the same k of eight consecutive
-// units hit eight different bank groups.
+// units hit eight different bank groups. (A padded layout, unit j at 9·j,
+// conflict-free with constant load offsets, was no faster: session 26.)
 var<workgroup> xs: array<vec4<f32>, XCHUNK * 8u>;
 // NORM: Σx² of the x vec4s this invocation staged; every vec4 of x is
 // staged once per workgroup, so the workgroup sum is Σx² of the row.
@@ -26,11 +28,6 @@ var<private> ss: f32;
 
 fn xs_slot(i: u32) -> u32 {
     return i ^ ((i >> 3u) & 7u);
-}
-
-// Vec4 i of the staged chunk, as the format files' dots read x.
-fn xv(i: u32) -> vec4<f32> {
-    return xs[xs_slot(i)];
 }
 
 // Stages units [c0, c1) of the x row that starts at vec4 `base` (NORM: times
@@ -50,12 +47,13 @@ fn stage(base: u32, c0: u32, c1: u32, lid: u32) {
     workgroupBarrier();
 }
 
-// A dequantized unit's dot with the staged x[4·o .. 4·o + 32]. Written
-// out with constant indices only, so nothing lands in local memory.
-fn udot(a: Unit, o: u32) -> f32 {
-    return dot(a[0], xv(o)) + dot(a[1], xv(o + 1u)) + dot(a[2], xv(o + 2u))
-        + dot(a[3], xv(o + 3u)) + dot(a[4], xv(o + 4u)) + dot(a[5], xv(o + 5u))
-        + dot(a[6], xv(o + 6u)) + dot(a[7], xv(o + 7u));
+// Staged unit j's x (x[32·(c0 + j) ..] of the chunk from c0) as the eight
+// vec4s a unit's dot reads.
+fn x8(j: u32) -> array<vec4<f32>, 8> {
+    let b = 8u * j;
+    let r = j & 7u;
+    return array<vec4<f32>, 8>(xs[b + r], xs[b + (1u ^ r)], xs[b + (2u ^ r)], xs[b + (3u ^ r)],
+        xs[b + (4u ^ r)], xs[b + (5u ^ r)], xs[b + (6u ^ r)], xs[b + (7u ^ r)]);
 }
 
 // Partial dot of the row whose unit 0 is unit `b` with the staged chunk
@@ -63,7 +61,7 @@ fn udot(a: Unit, o: u32) -> f32 {
 fn row_dots(b: u32, t: u32, c0: u32, c1: u32) -> f32 {
     var acc = 0.0;
     for (var u = c0 + t; u < c1; u += TPR) {
-        acc += udot(unit_load(b + u), (u - c0) * 8u);
+        acc += unit_dot(b + u, u - c0);
     }
     return acc;
 }
