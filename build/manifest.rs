@@ -85,7 +85,7 @@ pub const KERNELS: &[KernelDef] = &[
     KernelDef {
         kernel: "Matvec(Format::Q6K)",
         name: "matvec_q6_k",
-        parts: &["matvec.wgsl", "q6_k.wgsl", "bytes_f32.wgsl", "matvec_x.wgsl", "unit_dots.wgsl"],
+        parts: &["matvec.wgsl", "q6_k.wgsl", "bytes_f32.wgsl", "matvec_x.wgsl", "q6_k_dots.wgsl"],
         overrides: MATVEC_OVERRIDES,
         structs: &[("Params", "gpu::ops::MatvecParams")],
     },
@@ -190,7 +190,7 @@ pub const KERNELS: &[KernelDef] = &[
     KernelDef {
         kernel: "Route(Format::Q6K)",
         name: "route_q6_k",
-        parts: &["route.wgsl", "q6_k.wgsl", "bytes_f32.wgsl", "matvec_x.wgsl", "unit_dots.wgsl", "choose.wgsl"],
+        parts: &["route.wgsl", "q6_k.wgsl", "bytes_f32.wgsl", "matvec_x.wgsl", "q6_k_dots.wgsl", "choose.wgsl"],
         overrides: &[],
         structs: &[("Params", "gpu::ops::RouteParams")],
     },

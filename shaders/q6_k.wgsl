@@ -22,8 +22,12 @@
 // from ql word `lo` (nibble at `ls`: 0 or 4) and qh word `hi` (bits at
 // `hs` = 2k). The high pair goes to bits 4..5 of each byte.
 fn quad6(lo: u32, hi: u32, ls: u32, hs: u32, s: f32) -> vec4<f32> {
-    let q = ((lo >> ls) & 0x0F0F0F0Fu) | (((hi >> hs) << 4u) & 0x30303030u);
-    return fma(bytes4f(q), vec4<f32>(s), vec4<f32>(-32.0 * s));
+    return fma(bytes4f(q6_words(lo, hi, ls, hs)), vec4<f32>(s), vec4<f32>(-32.0 * s));
+}
+
+// The six-bit quants of four weights, one a byte (also q6_k_dots.wgsl's).
+fn q6_words(lo: u32, hi: u32, ls: u32, hs: u32) -> u32 {
+    return ((lo >> ls) & 0x0F0F0F0Fu) | (((hi >> hs) << 4u) & 0x30303030u);
 }
 
 // A unit's words as loaded (unit_raw: its eight ql and eight qh words,
@@ -54,16 +58,20 @@ fn unit_raw(u: u32) -> Raw {
         blocks[b + 12u][2u * h + k / 2u], blocks[b + 13u].x, j);
 }
 
-// Written out (no array filled in a loop) so the unit stays in registers.
 // d times the unit's two scales (weights 0..16 and 16..32): bytes 8h + 2k
 // and 8h + 2k + 1 of sc.
-fn unit_of(r: Raw) -> Unit {
+fn q6_scales(r: Raw) -> vec2<f32> {
     let j = r.j;
-    let k = j % 4u;
-    let sb = 192u + 8u * (j / 4u) + 2u * k;
+    let sb = 192u + 8u * (j / 4u) + 2u * (j % 4u);
     let sw = r.sw >> ((sb & 3u) * 8u);
     let sc = vec2<f32>(f32(bitcast<i32>(sw << 24u) >> 24u), f32(bitcast<i32>((sw >> 8u) << 24u) >> 24u));
-    let s = unpack2x16float(r.dw).x * sc;
+    return unpack2x16float(r.dw).x * sc;
+}
+
+// Written out (no array filled in a loop) so the unit stays in registers.
+fn unit_of(r: Raw) -> Unit {
+    let k = r.j % 4u;
+    let s = q6_scales(r);
     let ls = (k >> 1u) * 4u;
     let hs = 2u * k;
     return Unit(quad6(r.l0.x, r.h0.x, ls, hs, s.x), quad6(r.l0.y, r.h0.y, ls, hs, s.x),
