@@ -6,7 +6,7 @@
 // (exact) and the unit by d once: about 116 instructions a unit where
 // unit_load's shifts, byte floats and scaling, then the dot, took ~170.
 // The decode matvecs are bound by their instructions: a stand-in
-// dequantization of two instructions a vec4 ran an H200 token 11% faster,
+// dequantization of ~8 instructions a unit ran an H200 token 11% faster,
 // these dots (with q8_0_dots.wgsl) 4.3%. Staging x pre-scaled by 16^−t, so
 // that one vec4 sums every product (16 instructions a unit fewer), was
 // 1.3% slower (docs/perf-journal.md, session 26).
