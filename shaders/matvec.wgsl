@@ -4,8 +4,8 @@
 // defines `unit_load(u)`: weight unit `u` (32 consecutive weights of a row;
 // units are numbered row-major over the whole buffer) dequantized into
 // registers; and one unit-dots file (unit_dots.wgsl, or the format's own
-// q4_0_dots.wgsl, q8_0_dots.wgsl), whose unit_dot and unit_dot2 are a
-// unit's dots with the staged x.
+// q4_0_dots.wgsl, q8_0_dots.wgsl, q6_k_dots.wgsl), whose unit_dot(u, x) is
+// unit u's dot with its staged x.
 // x is staged in workgroup memory a chunk of XCHUNK units at a time (the
 // norm weight folded in; matvec_x.wgsl): every lane then reads its units'
 // x vec4s from there with no bank conflicts, where reading them from the
@@ -113,7 +113,9 @@ fn gate_up_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> vec2<f32> {
     let bu = bg + p.rows * p.units;
     var acc = vec2<f32>(0.0);
     for (var u = c0 + t; u < c1; u += TPR) {
-        acc += unit_dot2(bg + u, bu + u, u - c0);
+        // each x vec4 read once for the two rows
+        let v = x8(u - c0);
+        acc += vec2<f32>(unit_dot(bg + u, v), unit_dot(bu + u, v));
     }
     return acc;
 }

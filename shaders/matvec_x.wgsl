@@ -2,10 +2,10 @@
 // declare `x` (binding 1, array<vec4<f32>>), `g` (binding 2: the norm
 // weight when NORM), `WG`, `TPR`, `NORM` and params `p` with `units` and
 // `eps`, and include a unit-dots file, unit_dots.wgsl or a format's own,
-// for unit_dot and unit_dot2): x staged in workgroup memory a chunk at a
-// time (stage(): times g and x² summed into ss when NORM), read back by
-// x8() as the format files' units are laid out; a row's dots; the norm's
-// 1/rms; and bytes4(), which some format files use.
+// whose unit_dot(u, x) is unit u's dot with its x): x staged in workgroup
+// memory a chunk at a time (stage(): times g and x² summed into ss when
+// NORM), read back by x8() as the format files' units are laid out; a
+// row's dots; the norm's 1/rms; and bytes4(), which some format files use.
 
 /// Units of x staged at a time: the 64-unit rows (2048 columns) are one
 /// chunk, attn_output's 160 units three. xs (8 KiB) with the kernel's own
@@ -61,7 +61,7 @@ fn x8(j: u32) -> array<vec4<f32>, 8> {
 fn row_dots(b: u32, t: u32, c0: u32, c1: u32) -> f32 {
     var acc = 0.0;
     for (var u = c0 + t; u < c1; u += TPR) {
-        acc += unit_dot(b + u, u - c0);
+        acc += unit_dot(b + u, x8(u - c0));
     }
     return acc;
 }

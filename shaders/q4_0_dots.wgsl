@@ -1,15 +1,15 @@
 // Q4_0's unit dots for the decode matvecs (matvec.wgsl, route.wgsl; after
-// q4_0.wgsl, bytes_f32.wgsl and matvec_x.wgsl): the dequantization folded into the dot.
-// A nibble is or'd into the mantissa of 2^23 where it sits in its 16-bit
-// half (place t: bits 4t ..), and one subtract leaves (q − 8)·16^t
-// exactly; the products are summed per place, the places scaled by 16^−t
-// (exact) and the unit by d once: about 116 instructions a unit where
-// unit_load's shifts, byte floats and scaling, then the dot, took ~170.
-// The decode matvecs are bound by their instructions: a stand-in
-// dequantization of ~8 instructions a unit ran an H200 token 11% faster,
-// these dots (with q8_0_dots.wgsl) 4.3%. Staging x pre-scaled by 16^−t, so
-// that one vec4 sums every product (16 instructions a unit fewer), was
-// 1.3% slower (docs/perf-journal.md, session 26).
+// q4_0.wgsl, bytes_f32.wgsl and matvec_x.wgsl): the dequantization folded
+// into the dot. A nibble is or'd into the mantissa of 2^23 where it sits in
+// its 16-bit half (place t: bits 4t ..), and one subtract leaves
+// (q − 8)·16^t exactly; the products are summed per place, the places scaled by
+// 16^−t (exact) and the unit by d once: about 116 instructions a unit where
+// unit_load's shifts, byte floats and scaling, then the dot, took ~170. The
+// decode matvecs are bound by their instructions: a stand-in dequantization
+// of ~8 instructions a unit ran an H200 token 11% faster, these dots (with
+// q8_0_dots.wgsl) 4.3%. Staging x pre-scaled by 16^−t, so that one vec4
+// sums every product (16 instructions a unit fewer), was 1.3% slower
+// (docs/perf-journal.md, session 26).
 
 // Σ (q − 8)·x over a unit's words q with its x in v. In word i, byte b's
 // low nibble is weight 4i + b and its high nibble weight 4i + b + 16, so
@@ -31,16 +31,8 @@ fn q4_sum(q: vec4<u32>, v: array<vec4<f32>, 8>) -> f32 {
     return (s.x + s.y) + (s.z + s.w);
 }
 
-// Unit u's dot with staged unit j's x.
-fn unit_dot(u: u32, j: u32) -> f32 {
+// Unit u's dot with its x in v.
+fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
     let r = unit_raw(u);
-    return r.d * q4_sum(r.q, x8(j));
-}
-
-// Units ua's and ub's dots with staged unit j's x, each x vec4 read once.
-fn unit_dot2(ua: u32, ub: u32, j: u32) -> vec2<f32> {
-    let a = unit_raw(ua);
-    let b = unit_raw(ub);
-    let v = x8(j);
-    return vec2<f32>(a.d * q4_sum(a.q, v), b.d * q4_sum(b.q, v));
+    return r.d * q4_sum(r.q, v);
 }

@@ -1,10 +1,11 @@
 // Q6_K's unit dots for the decode matvecs (matvec.wgsl, route.wgsl; after
-// q6_k.wgsl, bytes_f32.wgsl and matvec_x.wgsl): the dequantization folded into the dot, as
-// q4_0_dots.wgsl does for nibbles. The six-bit quants are assembled a byte
-// a weight (q6_words); a byte is or'd into the mantissa of 2^23 where it
-// sits in its 16-bit half (place t: bits 8t ..), and one subtract leaves
-// (q − 32)·256^t exactly; the two places are summed apart, the second
-// scaled by 1/256 (exact), each half of the unit by its scale once.
+// q6_k.wgsl, bytes_f32.wgsl and matvec_x.wgsl): the dequantization folded
+// into the dot, as q4_0_dots.wgsl does for nibbles. The six-bit quants are
+// assembled a byte a weight (q6_words); a byte is or'd into the mantissa of
+// 2^23 where it sits in its 16-bit half (place t: bits 8t ..), and one
+// subtract leaves (q − 32)·256^t exactly; the two places are summed apart,
+// the second scaled by 1/256 (exact), each half of the unit by its scale
+// once.
 
 // Σ (q − 32)·x over sixteen weights: byte b of word i of q is weight
 // 4i + b, whose x is component b of v_i.
@@ -19,8 +20,9 @@ fn q6_half(q: vec4<u32>, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f
     return (s.x + s.y) + (s.z + s.w);
 }
 
-// A unit's dot with its x in v.
-fn q6_dot(r: Raw, v: array<vec4<f32>, 8>) -> f32 {
+// Unit u's dot with its x in v.
+fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
+    let r = unit_raw(u);
     let k = r.j % 4u;
     let ls = (k >> 1u) * 4u;
     let hs = 2u * k;
@@ -30,15 +32,4 @@ fn q6_dot(r: Raw, v: array<vec4<f32>, 8>) -> f32 {
         q6_words(r.l1.z, r.h1.z, ls, hs), q6_words(r.l1.w, r.h1.w, ls, hs));
     let s = q6_scales(r);
     return s.x * q6_half(qa, v[0], v[1], v[2], v[3]) + s.y * q6_half(qb, v[4], v[5], v[6], v[7]);
-}
-
-// Unit u's dot with staged unit j's x.
-fn unit_dot(u: u32, j: u32) -> f32 {
-    return q6_dot(unit_raw(u), x8(j));
-}
-
-// Units ua's and ub's dots with staged unit j's x, each x vec4 read once.
-fn unit_dot2(ua: u32, ub: u32, j: u32) -> vec2<f32> {
-    let v = x8(j);
-    return vec2<f32>(q6_dot(unit_raw(ua), v), q6_dot(unit_raw(ub), v));
 }

@@ -1,10 +1,10 @@
 // Q8_0's unit dots for the decode matvecs (matvec.wgsl, route.wgsl; after
-// q8_0.wgsl, bytes_f32.wgsl and matvec_x.wgsl): the dequantization folded into the dot, as
-// q4_0_dots.wgsl does for nibbles. Each word's sign bits are flipped once
-// (byte + 128); a byte is or'd into the mantissa of 2^23 where it sits in
-// its 16-bit half (place t: bits 8t ..), and one subtract leaves
-// q·256^t exactly; the two places are summed apart, the second scaled by
-// 1/256 (exact), the unit by d once.
+// q8_0.wgsl, bytes_f32.wgsl and matvec_x.wgsl): the dequantization folded
+// into the dot, as q4_0_dots.wgsl does for nibbles. Each word's sign bits
+// are flipped once (byte + 128); a byte is or'd into the mantissa of 2^23
+// where it sits in its 16-bit half (place t: bits 8t ..), and one subtract
+// leaves q·256^t exactly; the two places are summed apart, the second
+// scaled by 1/256 (exact), the unit by d once.
 
 // Σ q·x over a unit's quants (weights 0..15 in a, 16..31 in b; byte k of
 // word i is weight 4i + k) with its x in v.
@@ -26,16 +26,8 @@ fn q8_sum(qa: vec4<u32>, qb: vec4<u32>, v: array<vec4<f32>, 8>) -> f32 {
     return (s.x + s.y) + (s.z + s.w);
 }
 
-// Unit u's dot with staged unit j's x.
-fn unit_dot(u: u32, j: u32) -> f32 {
+// Unit u's dot with its x in v.
+fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
     let r = unit_raw(u);
-    return r.d * q8_sum(r.a, r.b, x8(j));
-}
-
-// Units ua's and ub's dots with staged unit j's x, each x vec4 read once.
-fn unit_dot2(ua: u32, ub: u32, j: u32) -> vec2<f32> {
-    let a = unit_raw(ua);
-    let b = unit_raw(ub);
-    let v = x8(j);
-    return vec2<f32>(a.d * q8_sum(a.a, a.b, v), b.d * q8_sum(b.a, b.b, v));
+    return r.d * q8_sum(r.a, r.b, v);
 }
