@@ -376,9 +376,11 @@ fn matvec_every_format_plain() {
         (IQ4XS, 512, 3),
         (IQ4NL, 192, 64), // k_b rows in an IQ4_XS file
         (IQ4NL, 96, 5),
-        // at least ops::MATVEC_NARROW_GROUPS rows: TPR 8 (q_b, the head)
+        // at least ops::MATVEC_NARROW_GROUPS rows: TPR 16 (q_b)
         (Q4_0, 768, 5120),
         (Q6K, 2048, 4101),
+        // at least ops::MATVEC_HEAD_GROUPS rows: TPR 4 (the output head)
+        (Q6K, 512, 32_800),
     ];
     let cases: Vec<Case> = shapes.iter().map(|&(f, c, r)| plain(f, c, r)).collect();
     let tprs: std::collections::BTreeSet<u32> = cases.iter().map(tpr).collect();
@@ -387,10 +389,16 @@ fn matvec_every_format_plain() {
         [4, 8, 16, 32],
         "every TPR is exercised"
     );
-    assert!(
-        cases.iter().any(|c| c.cols / 32 > 8 && tpr(c) == 8),
-        "a narrow matvec of long rows is exercised"
-    );
+    for narrow in [16, 4] {
+        assert!(
+            cases
+                .iter()
+                .any(|c| c.rows >= ops::MATVEC_NARROW_GROUPS as usize
+                    && c.cols / 32 > narrow as usize
+                    && tpr(c) == narrow),
+            "a narrow matvec (TPR {narrow}) of rows longer than its lanes is exercised"
+        );
+    }
     check_all("matvec plain", &cases);
 }
 

@@ -38,33 +38,47 @@ pub struct MatvecParams {
 /// (docs/perf-journal.md); 64 was slower at depth.
 pub const MATVEC_WG: u32 = 128;
 
-/// Row groups (rows × batch slots) from which a matvec takes at most 8
-/// invocations per row (`matvec_tpr`).
+/// Row groups (rows × batch slots) from which a matvec is narrow: fewer
+/// invocations per row, more units each (`matvec_tpr`).
 pub const MATVEC_NARROW_GROUPS: u32 = 4096;
+
+/// Row groups from which a matvec takes 4 invocations per row: only the
+/// output head (151,552 rows of GLM-4.7-Flash) has this many.
+pub const MATVEC_HEAD_GROUPS: u32 = 32768;
 
 /// Invocations per row of a matvec of `rows` rows per matrix over `slots`
 /// batch slots (a weighted sum's slots share its rows) of `units` units
 /// each, not merging attention splits (`COMBINE_ROWS`): the most, up to
 /// 32, that give every lane a unit (k_b's 6 units: 4; 8 left two lanes
 /// idle and ran tg128 0.8% slower), at least 4. Where the dispatch has at
-/// least MATVEC_NARROW_GROUPS row groups (rows × slots; q_b's 5120 rows,
-/// the dense gate+up, the output head) at most 8: those then take a
-/// quarter of the workgroups, each lane dequantizing four times the units:
-/// H100 tg128 +3.5%, where TPR 16 lost 1%, TPR 4 lost 3%, and TPR 8 for
-/// the 2048-row matvecs too (attn_output, the routed down) lost 10%
-/// (docs/perf-journal.md, session 14). The routed gate+up (4 × 1536 row
-/// groups) takes 16, 768 workgroups of four unit pairs a lane: tg128
-/// +0.6-0.8% over 8 (session 18).
+/// least MATVEC_NARROW_GROUPS row groups (rows × slots) it is narrower:
+/// - the routed gate+up (4 × 1536 row groups): 8, 384 workgroups of
+///   eight unit pairs a lane;
+/// - the output head: 4 (head micro 131.1 → 129.4 µs on an H200);
+/// - the others (q_b's 5120 rows, the dense gate+up): 16.
+///
+/// The 2048-row matvecs (attn_output, the routed down) keep 32: 16 lost
+/// 2-3% (H200, session 27), 8 lost 10% (H100, session 14). Since the
+/// unit dots (session 26) made a unit cheaper, the narrow ones gain from
+/// fewer lanes a row for the routed gate+up and from more for q_b: H200
+/// tg128 254.6-254.9 → 256.9-257.2 (16 / 8 / 8 before; 8 alone and 16
+/// alone each gained ~1%), where session 18's H100 had the gate+up best
+/// at 16 and session 14's q_b at 8 (docs/perf-journal.md, session 27).
 pub fn matvec_tpr(mode: MatvecMode, units: u32, rows: u32, slots: u32) -> u32 {
     let groups = match mode {
         MatvecMode::WeightedSum => rows,
         _ => rows.saturating_mul(slots),
     };
     let tpr = (1u32 << (31 - units.max(1).leading_zeros())).clamp(4, 32);
-    match groups >= MATVEC_NARROW_GROUPS {
-        true if mode == MatvecMode::GateUp && slots > 1 => tpr.min(16),
-        true => tpr.min(8),
-        false => tpr,
+    if groups < MATVEC_NARROW_GROUPS {
+        return tpr;
+    }
+    if mode == MatvecMode::GateUp && slots > 1 {
+        tpr.min(8)
+    } else if groups >= MATVEC_HEAD_GROUPS {
+        tpr.min(4)
+    } else {
+        tpr.min(16)
     }
 }
 
@@ -188,16 +202,17 @@ mod tests {
             (Plain, 64, 768, 1, 32),        // q_a
             (Plain, 160, 2048, 1, 32),      // attn_output
             (WeightedSum, 48, 2048, 4, 32), // the routed down
-            (Plain, 24, 5120, 1, 8),        // q_b
-            (GateUp, 64, 1536, 4, 16),      // the routed gate+up
-            (GateUp, 64, 10_240, 1, 8),     // the dense gate+up
+            (Plain, 24, 5120, 1, 16),       // q_b
+            (GateUp, 64, 1536, 4, 8),       // the routed gate+up
+            (GateUp, 64, 10_240, 1, 16),    // the dense gate+up
             (GateUp, 64, 1536, 1, 32),      // the shared gate+up
-            (Plain, 64, 154_880, 1, 8),     // the output head
+            (Plain, 64, 154_880, 1, 4),     // the output head
             (Plain, 6, 512, 20, 4),         // k_b: every lane has a unit
             (Plain, 3, 10_240, 1, 4),
             (Plain, 8, 100, 1, 8),
             (Plain, 31, 100, 1, 16),
             (Plain, 64, MATVEC_NARROW_GROUPS - 1, 1, 32),
+            (Plain, 64, MATVEC_HEAD_GROUPS - 1, 1, 16),
         ] {
             assert_eq!(
                 matvec_tpr(mode, units, rows, slots),
