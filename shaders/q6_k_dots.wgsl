@@ -1,7 +1,7 @@
 // Q6_K's unit dots for the decode matvecs (matvec.wgsl, route.wgsl; after
 // q6_k.wgsl, bytes_f32.wgsl and matvec_x.wgsl): the dequantization folded
 // into the dot, as q4_0_dots.wgsl does for nibbles. The six-bit quants are
-// assembled a byte a weight (q6_words); a byte is or'd into the mantissa of
+// assembled a byte a weight (q6_quants); a byte is or'd into the mantissa of
 // 2^23 where it sits in its 16-bit half (place t: bits 8t ..), and one
 // subtract leaves (q − 32)·256^t exactly; the two places are summed apart,
 // the second scaled by 1/256 (exact), each half of the unit by its scale
@@ -23,13 +23,7 @@ fn q6_half(q: vec4<u32>, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f
 // Unit u's dot with its x in v.
 fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
     let r = unit_raw(u);
-    let k = r.j % 4u;
-    let ls = (k >> 1u) * 4u;
-    let hs = 2u * k;
-    let qa = vec4<u32>(q6_words(r.l0.x, r.h0.x, ls, hs), q6_words(r.l0.y, r.h0.y, ls, hs),
-        q6_words(r.l0.z, r.h0.z, ls, hs), q6_words(r.l0.w, r.h0.w, ls, hs));
-    let qb = vec4<u32>(q6_words(r.l1.x, r.h1.x, ls, hs), q6_words(r.l1.y, r.h1.y, ls, hs),
-        q6_words(r.l1.z, r.h1.z, ls, hs), q6_words(r.l1.w, r.h1.w, ls, hs));
+    let q = q6_quants(r);
     let s = q6_scales(r);
-    return s.x * q6_half(qa, v[0], v[1], v[2], v[3]) + s.y * q6_half(qb, v[4], v[5], v[6], v[7]);
+    return s.x * q6_half(q[0], v[0], v[1], v[2], v[3]) + s.y * q6_half(q[1], v[4], v[5], v[6], v[7]);
 }

@@ -29,12 +29,26 @@ fn repacks_and_pads_keep_every_byte() {
     assert_eq!(&q[32..], &blocks[36..68]);
     assert!(repack::repack_q8_0(&blocks[..33]).is_err());
     let blocks: Vec<u8> = (0..210 * 2).map(|i| (i % 251) as u8).collect();
-    let p = repack::pad_q6_k(&blocks).unwrap();
+    let p = repack::repack_q6_k(&blocks).unwrap();
     assert_eq!(p.len(), 448);
-    assert_eq!(&p[..210], &blocks[..210]);
-    assert_eq!(&p[210..224], &[0; 14]);
-    assert_eq!(&p[224..434], &blocks[210..]);
-    assert!(repack::pad_q6_k(&blocks[..209]).is_err());
+    for (b, o) in blocks.chunks(210).zip(p.chunks(224)) {
+        // every six-bit quant where q6_k.wgsl reads it (its header)
+        for w in 0..256 {
+            let (h, l) = (w / 128, w % 128);
+            let (k, i) = (l / 32, l % 32);
+            let want = (b[64 * h + 32 * (k & 1) + i] >> (4 * (k >> 1)) & 0xF)
+                | ((b[128 + 32 * h + i] >> (2 * k)) & 3) << 4;
+            let j = w / 32;
+            let nib = o[16 * j + i % 16] >> (4 * (i / 16)) & 0xF;
+            let (word, c) = (i % 16 / 8, i % 4);
+            let shift = 2 * (i / 16) + 4 * (i % 8 / 4);
+            let pair = o[128 + 8 * j + 4 * word + c] >> shift & 3;
+            assert_eq!(nib | pair << 4, want, "weight {w}");
+        }
+        assert_eq!(&o[192..210], &b[192..210], "scales and d");
+        assert_eq!(&o[210..], &[0; 14]);
+    }
+    assert!(repack::repack_q6_k(&blocks[..209]).is_err());
     let blocks: Vec<u8> = (0..22 * 3).map(|i| i as u8).collect();
     let (s, q) = repack::repack_q5_0(&blocks).unwrap();
     assert_eq!(s, vec![0, 1, 22, 23, 44, 45, 0, 0]);

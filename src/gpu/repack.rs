@@ -17,7 +17,8 @@
 //! qh and qs) split the same way after their 2-byte scale, Q4_1 (20 B) and
 //! Q5_1 (24 B) after their 4-byte scale and min; IQ4_NL has Q4_0's block
 //! (its nibbles index a codebook) and splits as Q4_0 does. Q6_K's 210-byte
-//! super-blocks are padded to 224 and Q3_K's 110-byte ones to 112; IQ4_XS's
+//! super-blocks are rearranged into 224 with each unit's bytes together
+//! (`repack_q6_k`) and Q3_K's 110-byte ones padded to 112; IQ4_XS's
 //! 136-byte ones move their 8-byte head behind the nibbles and pad to 144
 //! (every unit's nibbles one vec4). The other formats need nothing: floats,
 //! Q4_K / Q5_K, whose 144- and 176-byte super-blocks are whole vec4s, and
@@ -154,10 +155,49 @@ pub fn repack_q5_1(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     split(blocks, 4, 20, "Q5_1")
 }
 
-/// Pad each 210-byte Q6_K super-block to 224 bytes so every block starts on
-/// a vec4 (shaders/q6_k.wgsl reads it as `array<vec4<u32>>`).
-pub fn pad_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
-    pad(blocks, 210, 224, "Q6_K")
+/// Each 210-byte Q6_K super-block rearranged into 224 bytes (14 vec4s) so
+/// that each unit's bytes lie together, as shaders/q6_k.wgsl draws it: per
+/// unit its 32 low nibbles in one vec4 (Q4_0's order) and its 32 high
+/// pairs in two words; then the 16 scale bytes and d unchanged.
+pub fn repack_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
+    let n = whole(blocks, 210, "Q6_K")?;
+    let mut out = vec![0u8; 224 * n];
+    let per = n.div_ceil(threads_for(n)).max(1);
+    std::thread::scope(|s| {
+        for (src, dst) in blocks.chunks(per * 210).zip(out.chunks_mut(per * 224)) {
+            s.spawn(move || {
+                for (b, o) in src.chunks_exact(210).zip(dst.chunks_exact_mut(224)) {
+                    q6_k_units(b, o);
+                }
+            });
+        }
+    });
+    Ok(out)
+}
+
+/// One Q6_K super-block `b` (GGUF: ql[128], qh[64], sc[16], d) into `o`.
+/// Unit j = 4h + k holds weights 128h + 32k + i (i < 32): low nibble in
+/// ql[64h + 32(k & 1) + i] (high half when k >= 2), high pair in bits 2k of
+/// qh[32h + i].
+fn q6_k_units(b: &[u8], o: &mut [u8]) {
+    let (ql, qh) = (&b[..128], &b[128..192]);
+    for j in 0..8 {
+        let (h, k) = (j / 4, j % 4);
+        let nib = |i: usize| (ql[64 * h + 32 * (k & 1) + i] >> (4 * (k >> 1))) & 0xF;
+        let pair = |i: usize| (qh[32 * h + i] >> (2 * k)) & 3;
+        for p in 0..16 {
+            o[16 * j + p] = nib(p) | nib(p + 16) << 4;
+        }
+        for w in 0..2 {
+            for c in 0..4 {
+                let i = 8 * w + c;
+                o[128 + 8 * j + 4 * w + c] =
+                    pair(i) | pair(i + 16) << 2 | pair(i + 4) << 4 | pair(i + 20) << 6;
+            }
+        }
+    }
+    o[192..210].copy_from_slice(&b[192..210]);
+    o[210..].fill(0);
 }
 
 /// Each 136-byte IQ4_XS super-block with its 8-byte head (d, the scales)

@@ -79,8 +79,8 @@ fn format_of(t: &TensorInfo) -> Result<Format> {
 /// Raw GGUF blocks → the arrays `format`'s kernel binds (the tests upload
 /// their random matrices through it too). The legacy blocks (Q4_0, Q4_1,
 /// Q5_0, Q5_1, Q8_0, IQ4_NL) are split into aligned scale and quant arrays
-/// and Q6_K / Q3_K / IQ4_XS are padded to whole vec4s (`repack.rs` draws
-/// each layout); the float formats and Q2_K / Q4_K / Q5_K (super-blocks of
+/// Q6_K's units are gathered into whole vec4s and Q3_K / IQ4_XS padded to
+/// them (`repack.rs` draws each layout); the float formats and Q2_K / Q4_K / Q5_K (super-blocks of
 /// 84, 144 and 176 bytes, already word aligned) are read as the file has
 /// them.
 pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
@@ -96,7 +96,7 @@ pub fn repack(format: Format, raw: &[u8]) -> Result<Vec<Vec<u8>>> {
             vec![raw.to_vec()]
         }
         Format::IQ4XS => vec![repack::rotate_iq4_xs(raw)?],
-        Format::Q6K => vec![repack::pad_q6_k(raw)?],
+        Format::Q6K => vec![repack::repack_q6_k(raw)?],
         Format::Q3K => vec![repack::pad_q3_k(raw)?],
     })
 }
