@@ -57,21 +57,36 @@ pub fn split_into(blocks: &[u8], head: usize, tail: usize, heads: &mut [u8], tai
     });
 }
 
-/// `from`-byte blocks into `out` with `to`-byte strides, on all cores:
-/// each block's bytes from `rot` on, then its first `rot`, then zeros.
-fn pad_into(blocks: &[u8], from: usize, to: usize, rot: usize, out: &mut [u8]) {
+/// `f(block, out block)` for every `from`-byte block of `blocks` and its
+/// `to`-byte place in `out`, on all cores.
+fn map_blocks(
+    blocks: &[u8],
+    from: usize,
+    to: usize,
+    out: &mut [u8],
+    f: impl Fn(&[u8], &mut [u8]) + Sync,
+) {
     let n = blocks.len() / from;
     let per = n.div_ceil(threads_for(n)).max(1);
+    let f = &f;
     std::thread::scope(|s| {
         for (src, dst) in blocks.chunks(per * from).zip(out.chunks_mut(per * to)) {
             s.spawn(move || {
                 for (b, o) in src.chunks_exact(from).zip(dst.chunks_exact_mut(to)) {
-                    o[..from - rot].copy_from_slice(&b[rot..]);
-                    o[from - rot..from].copy_from_slice(&b[..rot]);
-                    o[from..].fill(0);
+                    f(b, o);
                 }
             });
         }
+    });
+}
+
+/// `from`-byte blocks into `out` with `to`-byte strides, on all cores:
+/// each block's bytes from `rot` on, then its first `rot`, then zeros.
+fn pad_into(blocks: &[u8], from: usize, to: usize, rot: usize, out: &mut [u8]) {
+    map_blocks(blocks, from, to, out, |b, o| {
+        o[..from - rot].copy_from_slice(&b[rot..]);
+        o[from - rot..from].copy_from_slice(&b[..rot]);
+        o[from..].fill(0);
     });
 }
 
@@ -162,16 +177,7 @@ pub fn repack_q5_1(blocks: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
 pub fn repack_q6_k(blocks: &[u8]) -> Result<Vec<u8>> {
     let n = whole(blocks, 210, "Q6_K")?;
     let mut out = vec![0u8; 224 * n];
-    let per = n.div_ceil(threads_for(n)).max(1);
-    std::thread::scope(|s| {
-        for (src, dst) in blocks.chunks(per * 210).zip(out.chunks_mut(per * 224)) {
-            s.spawn(move || {
-                for (b, o) in src.chunks_exact(210).zip(dst.chunks_exact_mut(224)) {
-                    q6_k_units(b, o);
-                }
-            });
-        }
-    });
+    map_blocks(blocks, 210, 224, &mut out, q6_k_units);
     Ok(out)
 }
 
