@@ -108,6 +108,15 @@ fn model_tier_runs_every_test_at_every_depth_in_llama_bench_order() {
         assert_eq!(t.samples_ts().len(), 2);
         assert!(t.ts().0 > 0.0);
         assert_eq!(t.prediction.is_some(), t.n_gen > 0, "{}", t.name());
+        // Where the host's time went, over the repetitions' steps.
+        match &t.host {
+            Some(h) => {
+                assert_eq!(h.steps, 2 * 3, "{}", t.name());
+                let (record, submit, wait) = h.per_step_us();
+                assert!(record > 0.0 && submit > 0.0 && wait > 0.0, "{h:?}");
+            }
+            None => assert_eq!(t.n_gen, 0, "{}", t.name()),
+        }
     }
     let p = r.tests[3].prediction.as_ref().unwrap();
     assert_eq!((p.pos, p.n_dense, p.n_moe), (21, 1, 2));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::block::{self, Prediction};
 use super::{by_op, OpTime};
-use crate::engine::{Engine, Pick};
+use crate::engine::{Engine, HostTimes, Pick};
 use crate::error::{Error, Result};
 use crate::gpu::barriers::Barriers;
 
@@ -39,6 +39,8 @@ pub struct TestRun {
     pub samples_ns: Vec<f64>,
     /// For tg tests: the token predicted by the block tier.
     pub prediction: Option<Prediction>,
+    /// For tg tests: where the host's time went, over every repetition.
+    pub host: Option<HostTimes>,
 }
 
 impl TestRun {
@@ -191,6 +193,7 @@ pub fn pp(e: &mut Engine, depth: usize, n: usize, reps: usize) -> Result<TestRun
         depth,
         samples_ns,
         prediction: None,
+        host: None,
     })
 }
 
@@ -198,16 +201,19 @@ pub fn pp(e: &mut Engine, depth: usize, n: usize, reps: usize) -> Result<TestRun
 pub fn tg(e: &mut Engine, depth: usize, n: usize, reps: usize) -> Result<TestRun> {
     check_fits(e, depth, n.max(1))?;
     let mut samples_ns = Vec::with_capacity(reps);
+    let mut host = HostTimes::default();
     for _ in 0..reps {
         e.jump_to(depth)?;
         // The last repetition's step queued ahead must not run into this one.
         e.gpu.wait()?;
+        e.take_host_times();
         let mut next = token(e, depth);
         let t0 = Instant::now();
         for _ in 0..n {
             next = first(&e.step_ahead(next, Pick::First)?, next);
         }
         samples_ns.push(t0.elapsed().as_secs_f64() * 1e9);
+        host += e.take_host_times();
     }
     Ok(TestRun {
         n_prompt: 0,
@@ -215,6 +221,7 @@ pub fn tg(e: &mut Engine, depth: usize, n: usize, reps: usize) -> Result<TestRun
         depth,
         samples_ns,
         prediction: None,
+        host: Some(host),
     })
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::json::Json;
 use super::DeviceArgs;
 use glmw::bench::{self, Stats};
-use glmw::engine::{Engine, EngineOptions};
+use glmw::engine::{Engine, EngineOptions, HostTimes};
 use glmw::gpu::barriers::Barriers;
 use glmw::gpu::Gpu;
 use glmw::model::Model;
@@ -293,6 +293,9 @@ fn model_tier(
         if let Some(p) = &t.prediction {
             text.push(prediction_text(&t.name(), p, t.us_per_token()));
         }
+        if let Some(h) = &t.host {
+            text.push(host_text(&t.name(), h));
+        }
     }
     barrier_lines(&r, text);
     text.push(format!(
@@ -455,6 +458,26 @@ fn prediction_text(name: &str, p: &bench::Prediction, measured_us: f64) -> Strin
     t
 }
 
+/// Where the host's time went in a tg test: recording the next step while
+/// the GPU runs one, submitting, and waiting for the GPU.
+fn host_text(name: &str, h: &HostTimes) -> String {
+    let (record, submit, wait) = h.per_step_us();
+    format!(
+        "{name}: host per token: recording {record:.0} us, submitting {submit:.0} us, \
+         waiting for the GPU {wait:.0} us (the recording overlaps the GPU's work: \
+         little waiting means the host sets the pace)"
+    )
+}
+
+fn host_json(h: &HostTimes) -> Json {
+    let (record, submit, wait) = h.per_step_us();
+    Json::obj(vec![
+        ("record_us", Json::num(record)),
+        ("submit_us", Json::num(submit)),
+        ("wait_us", Json::num(wait)),
+    ])
+}
+
 fn prediction_json(p: &bench::Prediction, measured_us: f64) -> Json {
     let opt = |s: &Option<Stats>| s.as_ref().map_or(Json::Null, stats_json);
     Json::obj(vec![
@@ -504,6 +527,7 @@ fn test_json(t: &bench::TestRun) -> Json {
                 .as_ref()
                 .map_or(Json::Null, |p| prediction_json(p, t.us_per_token())),
         ),
+        ("host", t.host.as_ref().map_or(Json::Null, host_json)),
     ])
 }
 

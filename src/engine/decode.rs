@@ -10,6 +10,7 @@
 use super::{Candidates, Engine};
 use crate::error::{check_finite, Error, Result};
 use crate::gpu::plan::MAX_CANDIDATES;
+use std::time::Instant;
 
 /// Readback slots: a step in flight and the one queued behind it.
 pub(super) const SLOTS: usize = 2;
@@ -61,6 +62,44 @@ impl Feed {
     }
 }
 
+/// Where the host's time went in the decode steps since the last
+/// `Engine::take_host_times`: while the GPU runs a step the host records
+/// the next one's command buffer (~1.4-1.8 ms for GLM-4.7-Flash's 613
+/// dispatches on an H200 machine's Xeon, ~40% of a token), so a slower CPU
+/// can set the pace; waiting near zero says it does.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostTimes {
+    /// Decode steps taken (`step`, `step_ahead`).
+    pub steps: usize,
+    /// Recording command buffers.
+    pub record_ns: f64,
+    /// `queue.submit`.
+    pub submit_ns: f64,
+    /// Waiting for a step's candidates (the GPU, then the mapping).
+    pub wait_ns: f64,
+}
+
+impl std::ops::AddAssign for HostTimes {
+    fn add_assign(&mut self, o: HostTimes) {
+        self.steps += o.steps;
+        self.record_ns += o.record_ns;
+        self.submit_ns += o.submit_ns;
+        self.wait_ns += o.wait_ns;
+    }
+}
+
+impl HostTimes {
+    /// (record, submit, wait) µs a step.
+    pub fn per_step_us(&self) -> (f64, f64, f64) {
+        let n = self.steps.max(1) as f64 * 1e3;
+        (self.record_ns / n, self.submit_ns / n, self.wait_ns / n)
+    }
+}
+
+fn since(t0: Instant) -> f64 {
+    t0.elapsed().as_secs_f64() * 1e9
+}
+
 /// A decode step submitted and not read back yet.
 pub(super) struct Queued {
     /// The readback slot its candidates are copied to.
@@ -86,11 +125,12 @@ impl Engine<'_> {
     /// Run `token` at the current position; returns the next token's
     /// candidates.
     pub fn step(&mut self, token: u32) -> Result<Candidates> {
+        self.host.steps += 1;
         self.ahead = None;
         let q = self.submit_step(Feed::Host(token), false)?;
         self.pos += 1;
         self.prepare_next(self.pos, Feed::Host(0));
-        Ok(self.read_candidates(&q)?.0)
+        Ok(self.wait_candidates(&q)?.0)
     }
 
     /// `step`, also queueing the next step on the token the GPU picks from
@@ -99,6 +139,7 @@ impl Engine<'_> {
     /// otherwise it is run again (the queued steps wrote only cache rows
     /// that the redone ones overwrite).
     pub fn step_ahead(&mut self, token: u32, next: Pick) -> Result<Candidates> {
+        self.host.steps += 1;
         let (q, queued) = match self.ahead.take() {
             Some(a) if a.pos == self.pos => (a.queued, true),
             _ => (self.submit_step(Feed::Host(token), false)?, false),
@@ -112,7 +153,7 @@ impl Engine<'_> {
             });
             self.prepare_next(self.pos + 1, Feed::Gpu(next));
         }
-        let (cands, fed) = match self.read_candidates(&q) {
+        let (cands, fed) = match self.wait_candidates(&q) {
             Ok(r) => r,
             Err(e) => {
                 self.ahead = None;
@@ -123,6 +164,7 @@ impl Engine<'_> {
             self.pos -= 1;
             self.ahead = None;
             self.ahead_redone += 1;
+            self.host.steps -= 1;
             return self.step_ahead(token, next);
         }
         self.ahead_used += queued as usize;
@@ -135,12 +177,21 @@ impl Engine<'_> {
         (self.ahead_used, self.ahead_redone)
     }
 
+    /// The host's time in decode steps since the last call (`HostTimes`).
+    pub fn take_host_times(&mut self) -> HostTimes {
+        std::mem::take(&mut self.host)
+    }
+
     /// Run `token` and return all logits (for tests and `glmw logits`).
     pub fn logits(&mut self, token: u32) -> Result<Vec<f32>> {
+        self.host.steps += 1;
         self.ahead = None;
         let q = self.submit_step(Feed::Host(token), true)?;
         self.pos += 1;
-        self.read_logits(Some(q.index))
+        let t0 = Instant::now();
+        let r = self.read_logits(Some(q.index));
+        self.host.wait_ns += since(t0);
+        r
     }
 
     /// Submit the step at the current position (which the caller
@@ -166,16 +217,25 @@ impl Engine<'_> {
         let key = (self.pos, slot, feed.kind());
         let cmd = match self.prepared.take() {
             Some(p) if !want_logits && (p.pos, p.slot, p.feed) == key => p.cmd,
-            _ => self.record(self.pos, slot, feed, want_logits),
+            _ => {
+                let t0 = Instant::now();
+                let cmd = self.record(self.pos, slot, feed, want_logits);
+                self.host.record_ns += since(t0);
+                cmd
+            }
         };
+        let t0 = Instant::now();
         let index = self.gpu.queue.submit([cmd]);
+        self.host.submit_ns += since(t0);
         Ok(Queued { slot, index })
     }
 
     /// Record the command buffer of the next submission (at `pos`, fed as
     /// `feed`) while the GPU is busy, instead of after the readback.
     fn prepare_next(&mut self, pos: usize, feed: Feed) {
+        let t0 = Instant::now();
         let cmd = self.record(pos, self.slot, feed, false);
+        self.host.record_ns += since(t0);
         self.prepared = Some(Prepared {
             pos,
             slot: self.slot,
@@ -249,6 +309,14 @@ impl Engine<'_> {
             let n = 4 * self.model.config.n_vocab as u64;
             enc.copy_buffer_to_buffer(&io.logits, 0, &self.logits_readback, 0, n);
         }
+    }
+
+    /// `read_candidates` of a decode step, the wait counted in `HostTimes`.
+    fn wait_candidates(&mut self, q: &Queued) -> Result<(Candidates, u32)> {
+        let t0 = Instant::now();
+        let r = self.read_candidates(q);
+        self.host.wait_ns += since(t0);
+        r
     }
 
     /// The candidates of a submitted step (waiting for it and nothing

@@ -5,7 +5,7 @@
 mod decode;
 mod profile;
 
-pub use decode::{Pick, PickParams};
+pub use decode::{HostTimes, Pick, PickParams};
 
 pub use profile::TokenProfile;
 
@@ -174,6 +174,7 @@ pub struct Engine<'a> {
     pick_params: wgpu::Buffer,
     ahead_used: usize,
     ahead_redone: usize,
+    host: HostTimes,
 }
 
 impl<'a> Engine<'a> {
@@ -267,6 +268,7 @@ impl<'a> Engine<'a> {
             pick_params,
             ahead_used: 0,
             ahead_redone: 0,
+            host: HostTimes::default(),
         };
         e.set_candidates(opts.candidates)?;
         Ok(e)
