@@ -35,9 +35,12 @@ pub struct Prediction {
     /// last-level cache from replay to replay.
     pub moe_sequence: Option<Stats>,
     /// µs of one whole token (every dispatch of the plan) replayed inside
-    /// one submission: the GPU's busy time per token, so that the measured
-    /// token minus this is the time the GPU waits between tokens (readback,
-    /// sampling, the next submission).
+    /// one submission, a command buffer each, at one position. A measured
+    /// token takes ~2% more on an H200, and that is not the GPU waiting
+    /// for the host (the host waits for the GPU; several steps a
+    /// submission were slower): replays whose position and step record
+    /// stay fixed from token to token close it (docs/perf-journal.md,
+    /// session 28).
     pub token_gpu: Stats,
 }
 
