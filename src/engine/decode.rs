@@ -69,7 +69,7 @@ impl Feed {
 /// can set the pace; waiting near zero says it does.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HostTimes {
-    /// Decode steps taken (`step`, `step_ahead`).
+    /// Decode steps taken (`step`, `step_ahead`, `logits`).
     pub steps: usize,
     /// Recording command buffers.
     pub record_ns: f64,
@@ -125,12 +125,13 @@ impl Engine<'_> {
     /// Run `token` at the current position; returns the next token's
     /// candidates.
     pub fn step(&mut self, token: u32) -> Result<Candidates> {
-        self.host.steps += 1;
         self.ahead = None;
         let q = self.submit_step(Feed::Host(token), false)?;
         self.pos += 1;
         self.prepare_next(self.pos, Feed::Host(0));
-        Ok(self.wait_candidates(&q)?.0)
+        let cands = self.wait_candidates(&q)?.0;
+        self.host.steps += 1;
+        Ok(cands)
     }
 
     /// `step`, also queueing the next step on the token the GPU picks from
@@ -139,7 +140,6 @@ impl Engine<'_> {
     /// otherwise it is run again (the queued steps wrote only cache rows
     /// that the redone ones overwrite).
     pub fn step_ahead(&mut self, token: u32, next: Pick) -> Result<Candidates> {
-        self.host.steps += 1;
         let (q, queued) = match self.ahead.take() {
             Some(a) if a.pos == self.pos => (a.queued, true),
             _ => (self.submit_step(Feed::Host(token), false)?, false),
@@ -164,10 +164,10 @@ impl Engine<'_> {
             self.pos -= 1;
             self.ahead = None;
             self.ahead_redone += 1;
-            self.host.steps -= 1;
             return self.step_ahead(token, next);
         }
         self.ahead_used += queued as usize;
+        self.host.steps += 1;
         Ok(cands)
     }
 
@@ -184,14 +184,14 @@ impl Engine<'_> {
 
     /// Run `token` and return all logits (for tests and `glmw logits`).
     pub fn logits(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.host.steps += 1;
         self.ahead = None;
         let q = self.submit_step(Feed::Host(token), true)?;
         self.pos += 1;
         let t0 = Instant::now();
-        let r = self.read_logits(Some(q.index));
+        let logits = self.read_logits(Some(q.index))?;
         self.host.wait_ns += since(t0);
-        r
+        self.host.steps += 1;
+        Ok(logits)
     }
 
     /// Submit the step at the current position (which the caller
