@@ -217,12 +217,7 @@ impl Engine<'_> {
         let key = (self.pos, slot, feed.kind());
         let cmd = match self.prepared.take() {
             Some(p) if !want_logits && (p.pos, p.slot, p.feed) == key => p.cmd,
-            _ => {
-                let t0 = Instant::now();
-                let cmd = self.record(self.pos, slot, feed, want_logits);
-                self.host.record_ns += since(t0);
-                cmd
-            }
+            _ => self.record(self.pos, slot, feed, want_logits),
         };
         let t0 = Instant::now();
         let index = self.gpu.queue.submit([cmd]);
@@ -233,9 +228,7 @@ impl Engine<'_> {
     /// Record the command buffer of the next submission (at `pos`, fed as
     /// `feed`) while the GPU is busy, instead of after the readback.
     fn prepare_next(&mut self, pos: usize, feed: Feed) {
-        let t0 = Instant::now();
         let cmd = self.record(pos, self.slot, feed, false);
-        self.host.record_ns += since(t0);
         self.prepared = Some(Prepared {
             pos,
             slot: self.slot,
@@ -266,14 +259,16 @@ impl Engine<'_> {
     /// The whole plan for the token at `pos`, the candidate copies into
     /// readback `slot` and optionally the logits copy as one command
     /// buffer. A step the GPU feeds first puts its pick from the previous
-    /// step's candidates into the token id the plan gathers.
+    /// step's candidates into the token id the plan gathers. Its time
+    /// counts in `HostTimes`.
     fn record(
-        &self,
+        &mut self,
         pos: usize,
         slot: usize,
         feed: Feed,
         want_logits: bool,
     ) -> wgpu::CommandBuffer {
+        let t0 = Instant::now();
         let io = &self.plan.io;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         if feed == Feed::Gpu(Pick::First) {
@@ -289,7 +284,9 @@ impl Engine<'_> {
             }
         }
         self.copy_results(&mut enc, slot, want_logits);
-        enc.finish()
+        let cmd = enc.finish();
+        self.host.record_ns += since(t0);
+        cmd
     }
 
     /// Copy the candidates (and optionally the logits) to readback `slot`
