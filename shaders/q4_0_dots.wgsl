@@ -33,6 +33,17 @@ fn q4_sum(q: vec4<u32>, v: array<vec4<f32>, 8>) -> f32 {
 
 // Unit u's dot with its x in v.
 fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
-    let r = unit_raw(u);
+    return held_dot(unit_hold(u), v);
+}
+
+// A unit as loaded (its raw words), so that a matvec can hold it while it
+// stages x (matvec.wgsl's weighted sum), then its dot.
+alias Held = Raw;
+
+fn unit_hold(u: u32) -> Held {
+    return unit_raw(u);
+}
+
+fn held_dot(r: Held, v: array<vec4<f32>, 8>) -> f32 {
     return r.d * q4_sum(r.q, v);
 }

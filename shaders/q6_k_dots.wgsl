@@ -22,7 +22,18 @@ fn q6_half(q: vec4<u32>, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f
 
 // Unit u's dot with its x in v.
 fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
-    let r = unit_raw(u);
+    return held_dot(unit_hold(u), v);
+}
+
+// A unit as loaded (its raw words), so that a matvec can hold it while it
+// stages x (matvec.wgsl's weighted sum), then its dot.
+alias Held = Raw;
+
+fn unit_hold(u: u32) -> Held {
+    return unit_raw(u);
+}
+
+fn held_dot(r: Held, v: array<vec4<f32>, 8>) -> f32 {
     let q = q6_quants(r);
     let s = q6_scales(r);
     return s.x * q6_half(q[0], v[0], v[1], v[2], v[3]) + s.y * q6_half(q[1], v[4], v[5], v[6], v[7]);
