@@ -6,8 +6,9 @@
 // registers; and one unit-dots file (unit_dots.wgsl, or the format's own
 // q4_0_dots.wgsl, q8_0_dots.wgsl, q6_k_dots.wgsl), whose unit_dot(u, x) is
 // unit u's dot with its staged x, split into unit_hold(u) (the unit's
-// loads) and held_dot(h, x) for the weighted sum, which loads a slot's
-// units before its x is staged.
+// loads) and held_dot(h, x) for the gate+up loop, which loads the next
+// unit pair before this one's math, and the weighted sum, which loads a
+// slot's units before its x is staged.
 // x is staged in workgroup memory a chunk of XCHUNK units at a time (the
 // norm weight folded in; matvec_x.wgsl): every lane then reads its units'
 // x vec4s from there with no bank conflicts, where reading them from the
@@ -114,10 +115,23 @@ fn gate_up_part(m: u32, r: u32, t: u32, c0: u32, c1: u32) -> vec2<f32> {
     let bg = m * p.mat_units + r * p.units;
     let bu = bg + p.rows * p.units;
     var acc = vec2<f32>(0.0);
+    let j = min(c0 + t, c1 - 1u);
+    var hg = unit_hold(bg + j);
+    var hu = unit_hold(bu + j);
     for (var u = c0 + t; u < c1; u += TPR) {
+        // The next pair's loads are in flight during this pair's math (the
+        // last step reloads its own pair: cache hits). H200: routed
+        // gate+up 12.38 -> 12.02 us, tg128 +0.8%, @ d4096 -0.25%; two
+        // pairs a step with a one-pair tail instead (more code) lost 3%
+        // (docs/perf-journal.md, session 29).
+        let n = min(u + TPR, c1 - 1u);
+        let ng = unit_hold(bg + n);
+        let nu = unit_hold(bu + n);
         // each x vec4 read once for the two rows
         let v = x8(u - c0);
-        acc += vec2<f32>(unit_dot(bg + u, v), unit_dot(bu + u, v));
+        acc += vec2<f32>(held_dot(hg, v), held_dot(hu, v));
+        hg = ng;
+        hu = nu;
     }
     return acc;
 }
@@ -254,7 +268,8 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         idx = p.y_off + z * p.y_stride + r;
     } else if p.units <= XCHUNK && p.units <= 2u * TPR {
         // Each lane has at most two units of a slot (the routed down: 48
-        // units, TPR 32). It holds the next slot's (unit_hold) while it
+        // units, TPR 32). It holds the next slot's (unit_hold: the raw
+        // words where the format has its own dots file) while it
         // does this slot's math and stages the next x, so their DRAM
         // latency overlaps that work instead of following each staging
         // barrier: H200 routed down 11.07 -> 9.55 us, tg128 +0.4-0.5%

@@ -26,7 +26,8 @@ fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
 }
 
 // A unit as loaded (its raw words), so that a matvec can hold it while it
-// stages x (matvec.wgsl's weighted sum), then its dot.
+// does other work (matvec.wgsl: the gate+up's next pair, the weighted
+// sum's next slot), then its dot.
 alias Held = Raw;
 
 fn unit_hold(u: u32) -> Held {
