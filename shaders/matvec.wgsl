@@ -4,11 +4,11 @@
 // defines `unit_load(u)`: weight unit `u` (32 consecutive weights of a row;
 // units are numbered row-major over the whole buffer) dequantized into
 // registers; and one unit-dots file (unit_dots.wgsl, or the format's own
-// q4_0_dots.wgsl, q8_0_dots.wgsl, q6_k_dots.wgsl), whose unit_dot(u, x) is
-// unit u's dot with its staged x, split into unit_hold(u) (the unit's
-// loads) and held_dot(h, x) for the gate+up loop, which loads the next
-// unit pair before this one's math, and the weighted sum, which loads a
-// slot's units before its x is staged.
+// q4_0_dots.wgsl, q8_0_dots.wgsl, q6_k_dots.wgsl) with unit_hold(u) (the
+// unit's loads) and held_dot(h, x) (its dot with its staged x), apart so
+// that the gate+up loop can load the next unit pair before this one's
+// math, and the weighted sum a slot's units before its x is staged
+// (matvec_x.wgsl's unit_dot is the two together).
 // x is staged in workgroup memory a chunk of XCHUNK units at a time (the
 // norm weight folded in; matvec_x.wgsl): every lane then reads its units'
 // x vec4s from there with no bank conflicts, where reading them from the

@@ -2,10 +2,11 @@
 // declare `x` (binding 1, array<vec4<f32>>), `g` (binding 2: the norm
 // weight when NORM), `WG`, `TPR`, `NORM` and params `p` with `units` and
 // `eps`, and include a unit-dots file, unit_dots.wgsl or a format's own,
-// whose unit_dot(u, x) is unit u's dot with its x): x staged in workgroup
-// memory a chunk at a time (stage(): times g and x² summed into ss when
-// NORM), read back by x8() as the format files' units are laid out; a
-// row's dots; the norm's 1/rms; and bytes4(), which some format files use.
+// whose unit_hold(u) loads unit u into a `Held` and held_dot(h, x) is its
+// dot with its x): x staged in workgroup memory a chunk at a time
+// (stage(): times g and x² summed into ss when NORM), read back by x8()
+// as the format files' units are laid out; a unit's and a row's dots; the
+// norm's 1/rms; and bytes4(), which some format files use.
 
 /// Units of x staged at a time: the 64-unit rows (2048 columns) are one
 /// chunk, attn_output's 160 units three. xs (8 KiB) with the kernel's own
@@ -54,6 +55,11 @@ fn x8(j: u32) -> array<vec4<f32>, 8> {
     let r = j & 7u;
     return array<vec4<f32>, 8>(xs[b + r], xs[b + (1u ^ r)], xs[b + (2u ^ r)], xs[b + (3u ^ r)],
         xs[b + (4u ^ r)], xs[b + (5u ^ r)], xs[b + (6u ^ r)], xs[b + (7u ^ r)]);
+}
+
+// Unit u's dot with its x in v.
+fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
+    return held_dot(unit_hold(u), v);
 }
 
 // Partial dot of the row whose unit 0 is unit `b` with the staged chunk

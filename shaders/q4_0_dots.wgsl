@@ -31,11 +31,6 @@ fn q4_sum(q: vec4<u32>, v: array<vec4<f32>, 8>) -> f32 {
     return (s.x + s.y) + (s.z + s.w);
 }
 
-// Unit u's dot with its x in v.
-fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
-    return held_dot(unit_hold(u), v);
-}
-
 // A unit as loaded (its raw words), so that a matvec can hold it while it
 // does other work (matvec.wgsl: the gate+up's next pair, the weighted
 // sum's next slot), then its dot.

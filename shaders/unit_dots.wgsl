@@ -3,11 +3,6 @@
 // with the staged x. q4_0_dots.wgsl, q8_0_dots.wgsl and q6_k_dots.wgsl
 // fold the dequantization into the dot instead.
 
-// Unit u's dot with its x in v.
-fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
-    return held_dot(unit_hold(u), v);
-}
-
 // A unit as a matvec holds it while it does other work (matvec.wgsl: the
 // gate+up's next pair, the weighted sum's next slot), then its dot. Here
 // only its index: these formats have no raw form for the decode, and a
