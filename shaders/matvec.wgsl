@@ -266,47 +266,45 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         let scale = norm_scale(ids);
         a = seg_sum(a, ids, TPR) * scale;
         idx = p.y_off + z * p.y_stride + r;
-    } else if p.units <= XCHUNK && p.units <= 2u * TPR {
-        // Each lane has at most two units of a slot (the routed down: 48
-        // units, TPR 32). It holds the next slot's (unit_hold: the raw
-        // words where the format has its own dots file) while it
-        // does this slot's math and stages the next x, so their DRAM
-        // latency overlaps that work instead of following each staging
-        // barrier: H200 routed down 11.07 -> 9.55 us, tg128 +0.4-0.5%
-        // (docs/perf-journal.md, session 29). The last slot reloads its own
-        // units (cache hits). Holding the first units across the staging
-        // in MODE 0 and 1 made the token 3-9% slower although their micro
-        // rows did not move, so only this loop does it.
-        let rr = min(r, p.rows - 1u);
-        let j0 = min(t, p.units - 1u);
-        let j1 = min(t + TPR, p.units - 1u);
-        let n0 = t < p.units;
-        let n1 = t + TPR < p.units;
-        var b = sel[0] * p.mat_units + rr * p.units;
-        var h0 = unit_hold(b + j0);
-        var h1 = unit_hold(b + j1);
-        for (var k = 0u; k < p.n_slot; k++) {
-            stage(k * p.x_stride, 0u, p.units, ids.lid);
-            b = sel[min(k + 1u, p.n_slot - 1u)] * p.mat_units + rr * p.units;
-            let g0 = unit_hold(b + j0);
-            let g1 = unit_hold(b + j1);
-            let s = select(0.0, held_dot(h0, x8(j0)), n0) + select(0.0, held_dot(h1, x8(j1)), n1);
-            a += sel_w[k] * s;
-            h0 = g0;
-            h1 = g1;
-        }
-        idx = p.y_off + r;
-        a = seg_sum(a, ids, TPR);
-        if live {
-            a += g[idx / 4u][idx % 4u];
-        }
     } else {
-        for (var k = 0u; k < p.n_slot; k++) {
-            for (var c0 = 0u; c0 < p.units; c0 += XCHUNK) {
-                let c1 = min(c0 + XCHUNK, p.units);
-                stage(k * p.x_stride, c0, c1, ids.lid);
-                if live {
-                    a += sel_w[k] * row_part(sel[k], r, t, c0, c1);
+        if p.units <= XCHUNK && p.units <= 2u * TPR {
+            // Each lane has at most two units of a slot (the routed down:
+            // 48 units, TPR 32). It holds the next slot's (unit_hold: the
+            // raw words where the format has its own dots file) while it
+            // does this slot's math and stages the next x, so their DRAM
+            // latency overlaps that work instead of following each
+            // staging barrier: H200 routed down 11.07 -> 9.55 us, tg128
+            // +0.4-0.5% (docs/perf-journal.md, session 29). The last slot
+            // reloads its own units (cache hits). Holding the first units
+            // across the staging in MODE 0 and 1 made the token 3-9%
+            // slower although their micro rows did not move, so only this
+            // loop does it.
+            let rr = min(r, p.rows - 1u);
+            let j0 = min(t, p.units - 1u);
+            let j1 = min(t + TPR, p.units - 1u);
+            let n0 = t < p.units;
+            let n1 = t + TPR < p.units;
+            var b = sel[0] * p.mat_units + rr * p.units;
+            var h0 = unit_hold(b + j0);
+            var h1 = unit_hold(b + j1);
+            for (var k = 0u; k < p.n_slot; k++) {
+                stage(k * p.x_stride, 0u, p.units, ids.lid);
+                b = sel[min(k + 1u, p.n_slot - 1u)] * p.mat_units + rr * p.units;
+                let g0 = unit_hold(b + j0);
+                let g1 = unit_hold(b + j1);
+                let s = select(0.0, held_dot(h0, x8(j0)), n0) + select(0.0, held_dot(h1, x8(j1)), n1);
+                a += sel_w[k] * s;
+                h0 = g0;
+                h1 = g1;
+            }
+        } else {
+            for (var k = 0u; k < p.n_slot; k++) {
+                for (var c0 = 0u; c0 < p.units; c0 += XCHUNK) {
+                    let c1 = min(c0 + XCHUNK, p.units);
+                    stage(k * p.x_stride, c0, c1, ids.lid);
+                    if live {
+                        a += sel_w[k] * row_part(sel[k], r, t, c0, c1);
+                    }
                 }
             }
         }

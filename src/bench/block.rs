@@ -38,9 +38,9 @@ pub struct Prediction {
     /// one submission, a command buffer each, at one position. A measured
     /// token takes ~2% more on an H200, and that is not the GPU waiting
     /// for the host (the host waits for the GPU; several steps a
-    /// submission were slower): replays whose position and step record
-    /// stay fixed from token to token close it (docs/perf-journal.md,
-    /// session 28).
+    /// submission were slower), nor the step record's upload (a ring of
+    /// records written a submission ahead gained nothing): what it is was
+    /// left open (docs/perf-journal.md, sessions 28 and 29).
     pub token_gpu: Stats,
 }
 
