@@ -66,6 +66,19 @@ fn unit_dot(u: u32, v: array<vec4<f32>, 8>) -> f32 {
 // [c0, c1), over its units c0 + t, c0 + t + TPR, ….
 fn row_dots(b: u32, t: u32, c0: u32, c1: u32) -> f32 {
     var acc = 0.0;
+    if TPR <= 4u {
+        // Many units a lane (the output head: 16): the next unit's loads
+        // are in flight during this unit's math. H200: the head alone
+        // 119.8 -> 111.5 us, tg128 +-0, @ d4096 +0.6% (two leases); every
+        // TPR pipelined so lost 1% (docs/perf-journal.md, sessions 29, 30).
+        var h = unit_hold(b + min(c0 + t, c1 - 1u));
+        for (var u = c0 + t; u < c1; u += TPR) {
+            let n = unit_hold(b + min(u + TPR, c1 - 1u));
+            acc += held_dot(h, x8(u - c0));
+            h = n;
+        }
+        return acc;
+    }
     for (var u = c0 + t; u < c1; u += TPR) {
         acc += unit_dot(b + u, x8(u - c0));
     }
