@@ -11,7 +11,9 @@ pub mod model;
 
 use std::time::Instant;
 
-pub use block::{block, part_barriers, per_replay, predict, BlockReport, Prediction};
+pub use block::{
+    block, op_costs, part_barriers, per_replay, predict, BlockReport, OpCost, OpCosts, Prediction,
+};
 pub use model::{mean_sd, model, ModelReport, ModelSpec, TestRun};
 
 use crate::engine::Engine;

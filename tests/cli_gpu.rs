@@ -274,6 +274,9 @@ fn bench_tiers_emit_their_fields() {
             "error",
             "moe_sequence",
             "token_parts",
+            "op_costs",
+            "cost_us",
+            "without",
         ],
     );
     assert!(j.contains("\"name\":\"tg4 @ d8\""), "{j}");

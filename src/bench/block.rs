@@ -206,6 +206,86 @@ pub struct BlockReport {
     pub prediction: Prediction,
     /// The tg test the prediction is for, measured.
     pub measured: TestRun,
+    /// What each op of the token costs inside it (`op_costs`).
+    pub op_costs: OpCosts,
+}
+
+/// The whole token replayed at one position, and replayed without each
+/// op's dispatches (every layer's) in turn. The difference is what the op
+/// costs inside the token: its kernel and the barrier level it adds,
+/// where a kernel's time alone (the micro tier) misses the level. (The
+/// k_b absorb: 4.4 µs alone, 6.8 µs a block of an H200 token;
+/// docs/perf-journal.md, session 30.) The outputs of the replays without
+/// an op are wrong; only their time is read.
+#[derive(Clone, Debug)]
+pub struct OpCosts {
+    /// µs of the whole token replayed, one sample per round.
+    pub token: Stats,
+    pub ops: Vec<OpCost>,
+}
+
+#[derive(Clone, Debug)]
+pub struct OpCost {
+    pub op: String,
+    /// Its dispatches in the token.
+    pub count: usize,
+    /// µs of the token replayed without them, one sample per round.
+    pub without: Stats,
+}
+
+impl OpCost {
+    /// µs the op adds to the token (medians).
+    pub fn cost_us(&self, token: &Stats) -> f64 {
+        token.median - self.without.median
+    }
+}
+
+/// µs per replay of the plan's dispatches `indices` (in order, one command
+/// buffer), one sample per round; without timestamps the slope between
+/// one and two replays.
+fn per_replay_of(e: &mut Engine, indices: &[usize], rounds: usize) -> Result<Stats> {
+    let mut us = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let v = if e.has_timer() {
+            e.time_dispatches(indices, 1)?
+        } else {
+            let one = e.time_dispatches(indices, 1)?;
+            let two = e.time_dispatches(indices, 2)?;
+            (two - one).max(0.0)
+        };
+        us.push(v / 1e3);
+    }
+    Ok(stats(&us))
+}
+
+/// `OpCosts` at position `pos`, `rounds` samples each, ops in the order
+/// they first run in the token.
+pub fn op_costs(e: &mut Engine, pos: usize, rounds: usize) -> Result<OpCosts> {
+    let n = e.dispatches_per_token();
+    let ops: Vec<String> = (0..n).map(|i| e.dispatch_info(i).0).collect();
+    let mut names: Vec<&String> = Vec::new();
+    for op in &ops {
+        if !names.contains(&op) {
+            names.push(op);
+        }
+    }
+    e.jump_to(pos)?;
+    let all: Vec<usize> = (0..n).collect();
+    per_replay_of(e, &all, 1)?; // an idle GPU drops its clock
+    let token = per_replay_of(e, &all, rounds)?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let rest: Vec<usize> = all.iter().copied().filter(|&i| &ops[i] != name).collect();
+        if rest.is_empty() {
+            continue;
+        }
+        out.push(OpCost {
+            op: name.clone(),
+            count: n - rest.len(),
+            without: per_replay_of(e, &rest, rounds)?,
+        });
+    }
+    Ok(OpCosts { token, ops: out })
 }
 
 /// Block `layer` (default: the first MoE block) replayed `count` times per
@@ -254,6 +334,8 @@ pub fn block(
         _ => per_replay(e, whole(&b), count, rounds)?,
     };
     let ffn = per_replay(e, b.ffn.clone(), count, rounds)?;
+    // Last: the replays without an op leave wrong values behind.
+    let op_costs = op_costs(e, pos, rounds)?;
     e.reset();
     Ok(BlockReport {
         layer: b.layer,
@@ -263,5 +345,6 @@ pub fn block(
         ffn,
         prediction,
         measured,
+        op_costs,
     })
 }

@@ -20,7 +20,8 @@ pub struct BenchArgs {
     /// Which rung of the ladder: micro (each decode kernel of one block and
     /// the head), block (one block replayed --count times inside one
     /// submission, --rounds times, predicting the tg token beside its
-    /// measurement) or model (llama-bench's table).
+    /// measurement; then what each op costs the token: the token replayed
+    /// without it) or model (llama-bench's table).
     #[arg(long, value_parser = ["micro", "block", "model"], default_value = "model")]
     pub tier: String,
     /// Path to a GGUF model file [default: --preset's synthetic model, or
@@ -593,6 +594,7 @@ fn block_tier(
     text.push(prediction_text(&m.name(), &r.prediction, m.us_per_token()));
     let parts = bench::part_barriers(e);
     text.push(format!("of a token: {}", parts_text(&parts)));
+    let costs = op_costs_lines(&r.op_costs, r.prediction.pos, text);
     Ok(vec![
         ("layer", Json::num(r.layer as f64)),
         ("moe", Json::Bool(r.moe)),
@@ -612,6 +614,42 @@ fn block_tier(
             prediction_json(&r.prediction, m.us_per_token()),
         ),
         ("token_parts", parts_json(&parts)),
+        ("op_costs", costs),
+    ])
+}
+
+/// Each op's cost inside the token (`bench::op_costs`), as text lines and
+/// JSON.
+fn op_costs_lines(c: &bench::OpCosts, pos: usize, text: &mut Vec<String>) -> Json {
+    text.push(format!(
+        "what each op costs the token (the token replayed at pos {pos} without it, against {:.1} us whole):",
+        c.token.median
+    ));
+    text.push(format!(
+        "  {:<24} {:>6} {:>12} {:>10} {:>12}",
+        "op", "count", "without us", "cost us", "us per disp"
+    ));
+    let mut rows = Vec::new();
+    for o in &c.ops {
+        let cost = o.cost_us(&c.token);
+        text.push(format!(
+            "  {:<24} {:>6} {:>12.1} {:>10.1} {:>12.2}",
+            o.op,
+            o.count,
+            o.without.median,
+            cost,
+            cost / o.count.max(1) as f64
+        ));
+        rows.push(Json::obj(vec![
+            ("op", Json::str(o.op.clone())),
+            ("count", Json::num(o.count as f64)),
+            ("without", stats_json(&o.without)),
+            ("cost_us", Json::num(cost)),
+        ]));
+    }
+    Json::obj(vec![
+        ("token", stats_json(&c.token)),
+        ("ops", Json::Arr(rows)),
     ])
 }
 
