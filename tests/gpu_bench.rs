@@ -137,3 +137,31 @@ fn mean_and_sd_are_llama_bench_s() {
     // sample standard deviation (n - 1)
     assert!((sd - (5.0f64 / 3.0).sqrt()).abs() < 1e-12, "{sd}");
 }
+
+#[test]
+fn op_costs_leave_out_each_op_once_and_the_engine_decodes_after() {
+    let mut e = engine(Variant::Subgroup, 32);
+    let want = e.logits(3).unwrap();
+    e.reset();
+    let c = bench::op_costs(&mut e, 5, 1).unwrap();
+    let n = e.dispatches_per_token();
+    // every dispatch belongs to exactly one op, named once, in token order
+    assert_eq!(c.ops.iter().map(|o| o.count).sum::<usize>(), n);
+    let names: Vec<&str> = c.ops.iter().map(|o| o.op.as_str()).collect();
+    for (i, a) in names.iter().enumerate() {
+        assert!(!names[i + 1..].contains(a), "{a} twice in {names:?}");
+    }
+    assert_eq!(names.first(), Some(&e.dispatch_info(0).0.as_str()));
+    assert!(
+        names.contains(&"attention") && names.contains(&"output"),
+        "{names:?}"
+    );
+    for o in &c.ops {
+        assert_eq!(o.without.n, 1, "{}", o.op);
+    }
+    // The replays without an op leave wrong values in the buffers; a reset
+    // engine decodes as before.
+    e.reset();
+    let got = e.logits(3).unwrap();
+    assert_eq!(got, want);
+}
