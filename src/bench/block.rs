@@ -64,22 +64,33 @@ impl Prediction {
 }
 
 /// µs per replay of `range`, one sample per round of `count` replays in
-/// one submission. With timestamps the replays' GPU time over `count`;
-/// without, the slope between `count` and `2 × count` replays, which
-/// cancels the submission's fixed cost.
+/// one submission, a command buffer each (`Engine::time_replays`).
 pub fn per_replay(
     e: &mut Engine,
     range: Range<usize>,
     count: usize,
     rounds: usize,
 ) -> Result<Stats> {
+    samples(e, count, rounds, |e, n| e.time_replays(range.clone(), n))
+}
+
+/// µs per replay of `time(e, count)` (ns of `count` replays in one
+/// submission), one sample per round. With timestamps that time over
+/// `count`; without, the slope between `count` and `2 × count` replays,
+/// which cancels the submission's fixed cost.
+fn samples(
+    e: &mut Engine,
+    count: usize,
+    rounds: usize,
+    time: impl Fn(&mut Engine, usize) -> Result<f64>,
+) -> Result<Stats> {
     let mut us = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let v = if e.has_timer() {
-            e.time_replays(range.clone(), count)? / count as f64
+            time(e, count)? / count as f64
         } else {
-            let one = e.time_replays(range.clone(), count)?;
-            let two = e.time_replays(range.clone(), 2 * count)?;
+            let one = time(e, count)?;
+            let two = time(e, 2 * count)?;
             ((two - one) / count as f64).max(0.0)
         };
         us.push(v / 1e3);
@@ -240,22 +251,10 @@ impl OpCost {
     }
 }
 
-/// µs per replay of the plan's dispatches `indices` (in order, one command
-/// buffer), one sample per round; without timestamps the slope between
-/// one and two replays.
+/// µs per replay of the plan's dispatches `indices` in that order, all
+/// in one command buffer, one sample per round.
 fn per_replay_of(e: &mut Engine, indices: &[usize], rounds: usize) -> Result<Stats> {
-    let mut us = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        let v = if e.has_timer() {
-            e.time_dispatches(indices, 1)?
-        } else {
-            let one = e.time_dispatches(indices, 1)?;
-            let two = e.time_dispatches(indices, 2)?;
-            (two - one).max(0.0)
-        };
-        us.push(v / 1e3);
-    }
-    Ok(stats(&us))
+    samples(e, 1, rounds, |e, n| e.time_dispatches(indices, n))
 }
 
 /// `OpCosts` at position `pos`, `rounds` samples each, ops in the order
