@@ -9,7 +9,8 @@
 //   score_t = (q_abs_h · c_t + rope(q_pe_h) · k_pe_t) · kq_scale
 //   m = max score, l = Σ exp(score − m), o = Σ exp(score − m) · c_t / l
 // written as o and (m + ln l, 1); attn_v_b's matvec merges them (COMBINE).
-// Workgroups with s >= n_split only mark their slot empty.
+// Workgroups with s >= n_split only mark their slot empty; each also
+// marks the slots s + k·(grid width) past the grid.
 //
 // Bindings: 0 params (uniform), 1 steps (array<Step>), 2 q_abs (array<f32>,
 // n_head × n_kv), 3 q (array<f32>, n_head × (n_nope + n_rot), the q_b
@@ -17,9 +18,10 @@
 // rows of (n_kv + n_rot) / 2 words, a multiple of 4), 5 o (array<vec2<f32>>,
 // n_head × split_stride × n_kv / 2), 6 ml (array<vec2<f32>>, n_head ×
 // split_stride).
-// Dispatch: (split_stride, n_head, 1). Positions go TILE at a time: SEG =
-// WG / TILE invocations per position for the scores, then for the values
-// groups of n_kv / 8 invocations, each owning 8 latent dims (one 16-byte
+// Dispatch: (S, n_head, 1), S the most splits a token can have (at most
+// split_stride). Positions go TILE at a time: SEG = WG / TILE invocations
+// per position for the scores, then for the values groups of n_kv / 8
+// invocations, each owning 8 latent dims (one 16-byte
 // load per position), take every n_groups-th position; the groups' sums are
 // added at the end. A split with no positions writes l = 0 and leaves o
 // alone.
@@ -63,12 +65,19 @@ var<workgroup> probs: array<f32, TILE>;
 var<workgroup> partial: array<vec4<f32>, 2u * WG>;
 
 @compute @workgroup_size(WG)
-fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let s = wid.x;
     let z = wid.z;
     let h = z * p.n_head + wid.y;
     let n_split = steps[z].n_split;
     let n_pos = steps[z].n_pos;
+    // Slots past the grid (the decode launches only the splits a short
+    // context can have, not split_stride) are marked empty here.
+    if ids.lid == 0u {
+        for (var e = s + nwg.x; e < p.split_stride; e += nwg.x) {
+            ml[h * p.split_stride + e] = vec2<f32>(NEG, 0.0);
+        }
+    }
     if s >= n_split {
         // Slots past this token's splits are marked empty for the combine
         // in attn_v_b's matvec, which reads every slot.

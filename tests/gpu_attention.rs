@@ -393,7 +393,10 @@ fn attention_and_combine_match_f64_softmax() {
                         o: &o,
                         ml: &ml,
                     };
-                    let grid = [stride, s.n_head as u32, 1];
+                    // As the decode: a grid narrower than the slots (the
+                    // splits past it marked empty by the others), one
+                    // workgroup past the token's splits.
+                    let grid = [(n_split + 1).min(stride), s.n_head as u32, 1];
                     Dispatch::new(gpu, pipes, kernel, &bufs, grid)
                 };
                 let bufs = ops::MatvecBuffers {

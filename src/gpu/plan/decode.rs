@@ -284,18 +284,22 @@ impl Lowering<'_> {
             o: &s.o_part,
             ml: &s.ml,
         };
+        // Only the splits a short context can have: the empty workgroups
+        // of a full MAX_SPLITS grid cost the token (journal, session 31).
+        let coop = ops::attention_coop_fits(b.gpu, c.n_embd_head_qk_rope);
+        let short_splits = ops::attention_splits(ops::short_attention_max(coop));
         let short = Dispatch::new(
             b.gpu,
             b.pipes,
             Kernel::AttentionHead,
             &per_head,
-            [n_split, n_head, 1],
+            [short_splits, n_head, 1],
         )?;
         self.short_attn
             .push((b.out.len(), short.named(label.clone())));
         // Longer contexts: all heads of a split at once, on cooperative
         // matrices where the adapter has them.
-        let d = match ops::attention_coop_fits(b.gpu, c.n_embd_head_qk_rope) {
+        let d = match coop {
             true => {
                 let coop = AttentionCoopBindings {
                     p: &s.coop_params,
