@@ -219,8 +219,10 @@ pub fn micro(
         .chain(head_start..n_disp)
         .collect();
     for i in indices {
-        let (op, kernel, bytes) = e.dispatch_info(i);
-        let ctxs: Vec<Option<usize>> = if kernel == "attention" {
+        let (op, _, bytes) = e.dispatch_info(i);
+        // By the op: which kernel attends depends on the context (and the
+        // adapter), so it is named per context below.
+        let ctxs: Vec<Option<usize>> = if op == "attention" {
             contexts.iter().map(|&c| Some(c)).collect()
         } else {
             vec![None]
@@ -229,6 +231,7 @@ pub fn micro(
             e.reset();
             let pos = ctx.map_or(0, |c| c.saturating_sub(1));
             e.jump_to(pos)?;
+            let kernel = e.dispatch_info(i).1;
             // Whole tokens first: a GPU left idle drops its clock (an H200
             // sat at 345 MHz between single dispatches), and decode runs
             // at full clock.

@@ -165,3 +165,31 @@ fn op_costs_leave_out_each_op_once_and_the_engine_decodes_after() {
     let got = e.logits(3).unwrap();
     assert_eq!(got, want);
 }
+
+/// The micro tier's attention rows: one per --contexts value, found by the
+/// op (not by the long-context kernel's name, which on adapters with
+/// cooperative matrices is attention_coop), each naming the kernel that
+/// runs at that context and its cache bytes.
+#[test]
+fn micro_times_attention_at_each_context_with_the_kernel_that_runs_there() {
+    let short = glmw::gpu::ops::short_attention_max(false);
+    let long = short + 64;
+    let mut e = engine(Variant::Subgroup, long + 8);
+    let r = bench::micro(&mut e, None, (2, 1), &[8, long]).unwrap();
+    let attn: Vec<_> = r.rows.iter().filter(|r| r.op == "attention").collect();
+    let ctx: Vec<_> = attn.iter().map(|r| r.context).collect();
+    assert_eq!(ctx, [Some(8), Some(long)]);
+    let row = (model().config.kv_row() * 2) as u64;
+    for a in &attn {
+        assert_eq!(a.bytes, a.context.unwrap() as u64 * row);
+    }
+    // The short kernel at 8 positions; past the longer of the two
+    // hand-overs the long one: attention.wgsl (lavapipe) or
+    // attention_coop.wgsl.
+    let kernels: Vec<_> = attn.iter().map(|r| r.kernel).collect();
+    assert_eq!(kernels[0], "attention_head");
+    assert!(
+        ["attention", "attention_coop"].contains(&kernels[1]),
+        "{kernels:?}"
+    );
+}

@@ -26,9 +26,10 @@ impl<'a> Engine<'a> {
         &self.plan.blocks
     }
 
-    /// (op, kernel, weight bytes) of dispatch `i` of the plan.
+    /// (op, kernel, weight bytes) of dispatch `i` of the plan as the next
+    /// token runs it (the attention's kernel depends on the position).
     pub fn dispatch_info(&self, i: usize) -> (String, &'static str, u64) {
-        let d = &self.plan.dispatches[i];
+        let d = &self.plan.at(self.pos + 1)[i];
         (d.op().to_string(), d.kernel.name(), d.weight_bytes)
     }
 
