@@ -21,10 +21,9 @@
 // Dispatch: (S, n_head, 1), S the most splits a token can have (at most
 // split_stride). Positions go TILE at a time: SEG = WG / TILE invocations
 // per position for the scores, then for the values groups of n_kv / 8
-// invocations, each owning 8 latent dims (one 16-byte
-// load per position), take every n_groups-th position; the groups' sums are
-// added at the end. A split with no positions writes l = 0 and leaves o
-// alone.
+// invocations, each owning 8 latent dims (one 16-byte load per position),
+// take every n_groups-th position; the groups' sums are added at the end.
+// A split with no positions writes l = 0 and leaves o alone.
 
 const WG: u32 = 256u;
 const TILE: u32 = 32u;
