@@ -140,6 +140,14 @@ pub fn short_attention_max(coop: bool) -> usize {
     }
 }
 
+/// The most splits a token on attention_head.wgsl can have: its grid's
+/// width in the short-context plan. A full MAX_SPLITS grid launched 5,120
+/// workgroups a layer, nearly all empty at short contexts: H200 tg128
+/// +0.7%, @ d512 +2.8% without them (docs/perf-journal.md, session 31).
+pub fn short_attention_splits(coop: bool) -> u32 {
+    attention_splits(short_attention_max(coop))
+}
+
 /// attention_head.wgsl's params.
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]

@@ -94,6 +94,9 @@ struct Lowering<'a> {
     s: Shared,
     /// (index in the dispatches, the short-context attention for it).
     short_attn: Vec<(usize, Dispatch)>,
+    /// The long-context attention is attention_coop.wgsl
+    /// (`ops::attention_coop_fits`), not attention.wgsl.
+    coop: bool,
 }
 
 pub fn build(
@@ -118,6 +121,7 @@ pub fn build(
         c,
         s: Shared::new(gpu, c)?,
         short_attn: Vec::new(),
+        coop: ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope),
     };
     let recipe = Recipe::new(c);
     l.b.low.lower(&[InpEmbd]);
@@ -162,7 +166,7 @@ pub fn build(
         short,
         blocks,
         head_start,
-        coop_attention: ops::attention_coop_fits(gpu, model.config.n_embd_head_qk_rope),
+        coop_attention: l.coop,
     })
 }
 
@@ -284,22 +288,18 @@ impl Lowering<'_> {
             o: &s.o_part,
             ml: &s.ml,
         };
-        // Only the splits a short context can have: the empty workgroups
-        // of a full MAX_SPLITS grid cost the token (journal, session 31).
-        let coop = ops::attention_coop_fits(b.gpu, c.n_embd_head_qk_rope);
-        let short_splits = ops::attention_splits(ops::short_attention_max(coop));
         let short = Dispatch::new(
             b.gpu,
             b.pipes,
             Kernel::AttentionHead,
             &per_head,
-            [short_splits, n_head, 1],
+            [ops::short_attention_splits(self.coop), n_head, 1],
         )?;
         self.short_attn
             .push((b.out.len(), short.named(label.clone())));
         // Longer contexts: all heads of a split at once, on cooperative
         // matrices where the adapter has them.
-        let d = match coop {
+        let d = match self.coop {
             true => {
                 let coop = AttentionCoopBindings {
                     p: &s.coop_params,
