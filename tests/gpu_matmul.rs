@@ -394,6 +394,20 @@ fn matmul_every_format_dense() {
         },
         // a Q4_K_M file's q_a at prefill width
         dense(Q4K, 2048, 70, 19),
+        // whole row workgroups by whole 64-token tiles, which matmul_coop
+        // stores straight from its accumulators into y (the first two
+        // tiles; the third, of 22 tokens, through its epilogue), with
+        // aligned gaps and offset; unaligned rows of y take the epilogue
+        dense(Q4_0, 96, 256, 150),
+        Case {
+            y_tok: 384 + 16,
+            y_off: 8,
+            ..dense(Q8_0, 64, 384, 128)
+        },
+        Case {
+            y_tok: 258,
+            ..dense(Q4_0, 64, 256, 64)
+        },
         Case {
             x_tok: 192 + 4,
             y_tok: 75,
@@ -443,6 +457,14 @@ fn matmul_gate_up_and_accum() {
             y_tok: 75,
             y_off: 2,
             ..accum(Q8_0, 64, 70, 10)
+        },
+        // matmul_coop's accumulators start from y (whole tiles and row
+        // workgroups), and the last tile goes through its epilogue
+        accum(Q4_0, 128, 256, 130),
+        Case {
+            y_tok: 260,
+            y_off: 4,
+            ..accum(Q6K, 256, 128, 64)
         },
     ];
     check_dense("matmul gate+up/accum", &cases);
@@ -509,6 +531,9 @@ fn matmul_batched_heads() {
         heads(Q5_1, 192, 70, 3, 256, 70, 19),
         heads(IQ4NL, 192, 70, 3, 256, 70, 19),
         heads(Q3K, 256, 9, 2, 256, 9, 10),
+        // whole row workgroups and tiles: matmul_coop's direct stores, one
+        // head's output 132 floats after the last's
+        heads(Q8_0, 64, 128, 3, 96, 132, 64),
     ];
     check_dense("matmul batched heads", &cases);
 }
