@@ -7,7 +7,10 @@
 // whose fourth word is 1 holds up to TOK32) that share one weight matrix:
 // tiles[wid.y] = (matrix, first, count, short), and the tile's rows are
 // order[first .. first + count]. Row a reads x from vec4 (a / x_div)·x_tok
-// + z·x_stride and writes y[a·y_tok + z·y_stride + y_off + r].
+// + z·x_stride and writes y[a·y_tok + z·y_stride + y_off + r], or, where
+// the tiles are routed (SHORT) and not gate+up (the experts' down), at the
+// tile's slot: tile t's j-th row at row t·TOK + j (moe_group.wgsl's `rows`
+// says which is whose; matmul_coop.wgsl stores whole slots).
 // Dense matmuls use consecutive tiles over the identity order; routed
 // experts use moe_group.wgsl's tiles (assignments a = token·n_used + slot
 // sorted by expert, x_div = n_used so gate+up reads the token's row).
@@ -75,7 +78,8 @@
 //
 // Overrides: GATE_UP: W holds gate rows then up rows of each matrix;
 // y = silu(gate · x) · (up · x). ACCUM: y += result (residual adds).
-// SHORT: tiles flagged short run tile32 (the routed pipelines).
+// SHORT: tiles flagged short run tile32 (the routed pipelines), and
+// without GATE_UP y's rows are tile slots.
 
 const WG: u32 = 128u;
 /// Rows of x per tile (tile64).
@@ -96,6 +100,10 @@ const WV: u32 = ROWS / 4u;
 const XV: u32 = TOK / 4u;
 
 alias Unit = array<vec4<f32>, 8>;
+
+// With SHORT and not GATE_UP: the workgroup's tile's first row of y
+// (wid.y · TOK).
+var<private> slot0: u32;
 
 override GATE_UP: bool = false;
 override ACCUM: bool = false;
@@ -262,7 +270,11 @@ fn silu(v: vec4<f32>) -> vec4<f32> {
 // Row r (of this dispatch's matrix) of token slot j of the tile.
 fn put_y(tile: vec4<u32>, j: u32, r: u32, z: u32, v: f32) {
     if r < p.rows && j < tile.z {
-        let idx = order[tile.y + j] * p.y_tok + z * p.y_stride + p.y_off + r;
+        var row = order[tile.y + j];
+        if SHORT && !GATE_UP {
+            row = slot0 + j;
+        }
+        let idx = row * p.y_tok + z * p.y_stride + p.y_off + r;
         if ACCUM {
             y[idx] += v;
         } else {
@@ -419,6 +431,7 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     if GATE_UP {
         r0 = wid.x * HALF;
     }
+    slot0 = wid.y * TOK;
     if SHORT && tile.w == 1u {
         tile32(tile, wid, ids.lid, r0);
     } else {

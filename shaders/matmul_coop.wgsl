@@ -31,7 +31,11 @@ enable wgpu_cooperative_matrix;
 // tile of TOK tokens and whole row blocks, not GATE_UP, skips that: its
 // accumulators start from y (ACCUM) or zero and are stored straight into
 // y, whose rows are its consecutive tokens (H200: every such matmul
-// 13-30% faster, the 512-token chunk -4.8%; session 32). Subgroups of 4
+// 13-30% faster, the 512-token chunk -4.8%; session 32). So do the
+// routed tiles of a product that is not gate+up (the experts' down): it
+// writes tile t's rows at slots t·TOK .. (SLOTS; moe_group.wgsl's `rows`
+// says which is whose), so each tile's rows are consecutive too, and the
+// rows past its count are scratch. Subgroups of 4
 // to 64 lanes: with fewer than 8 subgroups (four of 64 lanes, WIDE) each
 // also takes quarters 2 and 3.
 // A 32-token tile (tile32, with SHORT) stages two x vec4s an invocation
@@ -95,6 +99,12 @@ override WIDE: bool = true;
 // alone, which ran 2-4% faster than beside tile32 (H100, session 22).
 override SHORT: bool = true;
 
+// Routed and not gate+up (the experts' down): y's rows are tile slots,
+// tile t's token j at row t·TOK + j, not its assignment's row.
+fn slots() -> bool {
+    return SHORT && !GATE_UP;
+}
+
 struct Params {
     rows: u32,
     units: u32,
@@ -115,6 +125,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read> tiles: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> order: array<u32>;
+
+// With slots(): the workgroup's tile's first row of y (wid.y · TOK).
+var<private> slot0: u32;
 
 // Column-major per unit: column c of unit half h, row r at h·HALF + c·AS + r.
 var<workgroup> wa: array<f16, KU * HALF>;
@@ -233,11 +246,30 @@ fn emit(lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
     workgroupBarrier();
 }
 
+// The row of y of the tile's token j: its slot, or its assignment's row.
+fn y_row(tile: vec4<u32>, j: u32) -> u32 {
+    if slots() {
+        return slot0 + j;
+    }
+    return order[tile.y + j];
+}
+
 // Direct: y's offset of the fragment of row block b (of the workgroup's
-// rows from r0) by token quarter h of a dense tile (tokens tile.y ..,
-// consecutive rows of y).
+// rows from r0) by token quarter h of a tile whose rows of y are
+// consecutive (a dense tile's tokens, or slots()).
 fn y_at(tile: vec4<u32>, b: u32, h: u32, r0: u32, z: u32) -> u32 {
-    return (tile.y + 16u * h) * p.y_tok + z * p.y_stride + p.y_off + r0 + 16u * b;
+    var first = tile.y;
+    if slots() {
+        first = slot0;
+    }
+    return (first + 16u * h) * p.y_tok + z * p.y_stride + p.y_off + r0 + 16u * b;
+}
+
+// Whether the workgroup's accumulators go straight to y: its rows of y
+// consecutive (slots(), or a full dense tile), whole row blocks, aligned.
+fn direct_to_y(tile: vec4<u32>, r0: u32) -> bool {
+    return !GATE_UP && (slots() || (!SHORT && tile.z == TOK)) && r0 + ROWS <= p.rows
+        && ((p.y_tok | p.y_stride | p.y_off) & 3u) == 0u;
 }
 
 // Direct with ACCUM: y's fragment at `o`, which the products add onto.
@@ -275,7 +307,7 @@ fn write_out(lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
             if GATE_UP {
                 v = silu(v) * cs[n * ROWS + out_rows + r];
             }
-            let idx = order[tile.y + h * 16u + n] * p.y_tok + z * p.y_stride + p.y_off + r0 + r;
+            let idx = y_row(tile, h * 16u + n) * p.y_tok + z * p.y_stride + p.y_off + r0 + r;
             if ACCUM {
                 y[idx] += v;
             } else {
@@ -327,6 +359,7 @@ fn main(
         return;
     }
     let l = lane(lid, wid, tile);
+    slot0 = wid.y * TOK;
     if SHORT && tile.w != 0u {
         tile32(l, lid, sg, n_sg, wid.z, tile);
     } else {
@@ -350,11 +383,9 @@ fn tile64(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
     let second = WIDE && n_sg < BLOCKS;
     let rb = 2u * (sg % 4u);
     let hq = 2u * ((sg / 4u) % 2u);
-    // A full dense tile of whole row blocks, not gate+up, goes straight
-    // between the accumulators and y (consecutive tokens are consecutive
-    // rows of y): no `cs`, no epilogue barriers. Workgroup-uniform.
-    let direct = !GATE_UP && !SHORT && tile.z == TOK && l.r0 + ROWS <= p.rows
-        && ((p.y_tok | p.y_stride | p.y_off) & 3u) == 0u;
+    // Straight between the accumulators and y: no `cs`, no epilogue
+    // barriers. Workgroup-uniform.
+    let direct = direct_to_y(tile, l.r0);
     let sec = busy && second && direct;
     let on = busy && direct;
     // c<row block><quarter>, relative to (rb, hq); e the same at quarter 2
@@ -459,6 +490,17 @@ fn tile32(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
     var c1 = MatC();
     var e0 = MatC();
     var e1 = MatC();
+    let direct = direct_to_y(tile, l.r0);
+    let on = busy && direct;
+    let sec = busy && second && direct;
+    if ACCUM && on {
+        c0 = load_c(y_at(tile, rb, 0u, l.r0, z));
+        c1 = load_c(y_at(tile, rb, 1u, l.r0, z));
+    }
+    if ACCUM && sec {
+        e0 = load_c(y_at(tile, rb + 4u, 0u, l.r0, z));
+        e1 = load_c(y_at(tile, rb + 4u, 1u, l.r0, z));
+    }
     var w = load_unit(l.base, l.lu);
     var x0 = load_x(xo0, q, 0u);
     var x1 = load_x(xo1, q, 0u);
@@ -486,6 +528,13 @@ fn tile32(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
             }
         }
         workgroupBarrier();
+    }
+    if direct {
+        c_to(c0, on, y_at(tile, rb, 0u, l.r0, z));
+        c_to(c1, on, y_at(tile, rb, 1u, l.r0, z));
+        c_to(e0, sec, y_at(tile, rb + 4u, 0u, l.r0, z));
+        c_to(e1, sec, y_at(tile, rb + 4u, 1u, l.r0, z));
+        return;
     }
     let o = 16u * rb;
     finish32(c0, busy, e0, busy && second, o, lid, tile, 0u, l.r0, z);

@@ -9,10 +9,13 @@
 // (`small` > 0), is a small tile (fourth word 1: the tile32 of
 // matmul_coop.wgsl and matmul.wgsl); small tiles follow all full-size
 // ones, so the long workgroups start first and the short ones fill the
-// dispatch's tail.
+// dispatch's tail. `rows` gets each assignment's row among the tiles'
+// slots of `tile` rows (tile t's assignment j at t·tile + j): where the
+// experts' down writes it (matmul_coop.wgsl and matmul.wgsl, routed and
+// not gate+up) and moe_sum.wgsl reads it.
 //
 // Bindings: 0 params (uniform), 1 sel (array<u32>), 2 order (array<u32>,
-// out), 3 tiles (array<vec4<u32>>, out).
+// out), 3 tiles (array<vec4<u32>>, out), 4 rows (array<u32>, out).
 // Dispatch: one workgroup. Invocation i counts and scatters assignments
 // i, i + WG, …; invocation 0 does the prefix sums over experts.
 
@@ -35,6 +38,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> sel: array<u32>;
 @group(0) @binding(2) var<storage, read_write> order: array<u32>;
 @group(0) @binding(3) var<storage, read_write> tiles: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> rows: array<u32>;
 
 var<workgroup> count: array<atomic<u32>, MAX_EXPERT>;
 var<workgroup> cursor: array<atomic<u32>, MAX_EXPERT>;
@@ -92,12 +96,19 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         n_tiles = t;
         n_small = m;
     }
-    workgroupBarrier();
+    let big = workgroupUniformLoad(&n_tiles);
     for (var a = lid; a < p.n_assign; a += WG) {
         let e = sel[a];
-        order[first[e] + atomicAdd(&cursor[e], 1u)] = a;
+        let k = atomicAdd(&cursor[e], 1u);
+        order[first[e] + k] = a;
+        // its tile: the expert's i-th full-size one, or its small one
+        let i = k / p.tile;
+        var slot = (big + first_small[e]) * p.tile + k - i * p.tile;
+        if i < big_tiles(atomicLoad(&count[e])) {
+            slot = (first_tile[e] + i) * p.tile + k - i * p.tile;
+        }
+        rows[a] = slot;
     }
-    let big = workgroupUniformLoad(&n_tiles);
     let used = big + workgroupUniformLoad(&n_small);
     for (var e = lid; e < p.n_expert; e += WG) {
         let c = atomicLoad(&count[e]);

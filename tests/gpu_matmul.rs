@@ -136,8 +136,15 @@ struct Tiles {
     n_tiles: u32,
     /// The routed pipelines: matmul_coop with SHORT (some tiles may be
     /// short), matmul.wgsl with SHORT (tile32 for the tiles flagged short).
+    /// Without GATE_UP they write y's rows at tile slots.
     short: bool,
+    /// Row a's slot (tile t's j-th row at t·SLOT + j): where a routed
+    /// product that is not gate+up writes it (`ops::routed_slot_rows`).
+    slots: Vec<u32>,
 }
+
+/// Rows of a routed tile's slot of y: the kernels' tile (both 64).
+const SLOT: usize = MATMUL_TILE as usize;
 
 /// The host-written dense tiles of prefill.rs (`write_chunk`) over an
 /// identity order as long as a whole last tile (rows past `n_tok` exist
@@ -150,6 +157,7 @@ fn dense_tiles(n_tok: usize, (tile, short): (u32, bool)) -> Tiles {
         t[3] = short as u32;
     }
     let ids: Vec<u32> = (0..n.next_multiple_of(tile) + EXTRA_ROWS as u32).collect();
+    let slots = (0..n).map(|a| a / tile * SLOT as u32 + a % tile).collect();
     let gpu = common::gpu();
     Tiles {
         mats: vec![0; n_tok],
@@ -157,11 +165,19 @@ fn dense_tiles(n_tok: usize, (tile, short): (u32, bool)) -> Tiles {
         order: gpu.storage("order", bytemuck::cast_slice(&ids)).unwrap(),
         n_tiles: tiles.len() as u32,
         short,
+        slots,
     }
 }
 
-/// y as the matmul must leave it, and which elements it writes.
-fn oracle(c: &Case, deq: &[f32], mats: &[u32], x: &[f32], y0: &[f32]) -> (Vec<f32>, Vec<bool>) {
+/// y as the matmul must leave it, and which elements it writes: row a of
+/// the case at y's row `rows[a]`.
+fn oracle(
+    c: &Case,
+    deq: &[f32],
+    (mats, rows): (&[u32], &[usize]),
+    x: &[f32],
+    y0: &[f32],
+) -> (Vec<f32>, Vec<bool>) {
     let mat_rows = c.mat_rows();
     let row_len = c.cols * c.split;
     // Row r of matrix m, the cols weights from column k0.
@@ -180,7 +196,7 @@ fn oracle(c: &Case, deq: &[f32], mats: &[u32], x: &[f32], y0: &[f32]) -> (Vec<f3
                 if c.gate_up {
                     v = v / (1.0 + (-v).exp()) * common::dot64(row(m, c.rows + r, k0), xr);
                 }
-                out.push((a * c.y_tok + z * c.y_stride + c.y_off + r, v));
+                out.push((rows[a] * c.y_tok + z * c.y_stride + c.y_off + r, v));
             }
         }
     }
@@ -189,7 +205,10 @@ fn oracle(c: &Case, deq: &[f32], mats: &[u32], x: &[f32], y0: &[f32]) -> (Vec<f3
 
 /// Run case `c` in `pipes` (matmul_coop.wgsl where `coop`) on weights
 /// (`deq`, `wbufs`), x and initial y `y0`, through `t`; check it against
-/// the oracle. Returns the error and the y it computed.
+/// the oracle. Where `t` is routed and `c` not gate+up, y's rows are tile
+/// slots: y0's values repeat over as many rows as the slots need, and a
+/// slot's rows past its tile's count are scratch (matmul_coop stores the
+/// whole slot). Returns the error and the y it computed.
 fn check(
     coop: bool,
     pipes: &Pipelines,
@@ -202,7 +221,31 @@ fn check(
     assert!(c.x_tok % 4 == 0 && c.x_stride % 4 == 0 && c.cols % 32 == 0);
     assert_eq!(t.mats.len(), c.n_rows);
     let gpu = common::gpu();
-    let (want, written) = oracle(c, deq, &t.mats, x, y0);
+    let slotted = t.short && !c.gate_up;
+    let rows: Vec<usize> = match slotted {
+        true => t.slots.iter().map(|&r| r as usize).collect(),
+        false => (0..c.n_rows).collect(),
+    };
+    let y0: Vec<f32> = match slotted {
+        true => {
+            let n_slots = t.n_tiles as usize * SLOT;
+            let len = c.y_len() + (n_slots - c.n_rows.min(n_slots)) * c.y_tok;
+            (0..len).map(|i| y0[i % y0.len()]).collect()
+        }
+        false => y0.to_vec(),
+    };
+    let y0 = &y0[..];
+    // Slot rows no row of the case lands in.
+    let scratch: Vec<usize> = match slotted {
+        true => {
+            let used: std::collections::HashSet<usize> = rows.iter().copied().collect();
+            (0..t.n_tiles as usize * SLOT)
+                .filter(|r| !used.contains(r))
+                .collect()
+        }
+        false => Vec::new(),
+    };
+    let (want, written) = oracle(c, deq, (&t.mats, &rows), x, y0);
     let units = (c.cols / 32) as u32;
     let row_units = (c.cols * c.split / 32) as u32;
     let params = MatmulParams {
@@ -271,7 +314,13 @@ fn check(
         };
         d.workgroups = [(c.rows as u32).div_ceil(rows), t.n_tiles, c.heads as u32];
         ops::run(gpu, &[d]).unwrap();
-        let y = gpu.read_f32(&yb, y0.len()).unwrap();
+        let mut y = gpu.read_f32(&yb, y0.len()).unwrap();
+        for &s in &scratch {
+            for z in 0..c.heads {
+                let o = s * c.y_tok + z * c.y_stride + c.y_off;
+                y[o..o + c.rows].copy_from_slice(&want[o..o + c.rows]);
+            }
+        }
         let tag = format!("{:?} coop={coop} wide={wide} {c:?}", pipes.variant);
         let e = common::compare(&tag, &y, &want, &written, tol);
         if out.1.is_empty() || e > out.0 {
@@ -476,8 +525,11 @@ fn matmul_split_k() {
     // Each row's cols × parts weights in `parts` heads of cols, each
     // writing its partial sums into a plane of y (plane floats apart), as
     // the prefill's router logits, q_a and kv_a (ops::matmul_k_parts).
-    let split = |f, cols, rows, parts: usize, n_tok| {
-        let plane = (n_tok + EXTRA_ROWS) * rows + 3;
+    let split = |f, cols, rows, parts: usize, n_tok: usize| {
+        // (room for the routed pipelines' tile slots too: the cases also
+        // run through them, in tiles of down to SHORT_TILE)
+        let n_slots = n_tok.div_ceil(SHORT_TILE as usize) * SLOT;
+        let plane = (n_slots + EXTRA_ROWS) * rows + 3;
         Case {
             heads: parts,
             split: parts,
@@ -587,7 +639,7 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, (tile, small): (u32, u
         },
     );
     let sb = gpu.storage("sel", bytemuck::cast_slice(sel)).unwrap();
-    let order = gpu
+    let order_buf = gpu
         .storage("order", bytemuck::cast_slice(&vec![u32::MAX; n_assign]))
         .unwrap();
     let tiles = gpu
@@ -596,17 +648,21 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, (tile, small): (u32, u
             bytemuck::cast_slice(&vec![u32::MAX; 4 * max_tiles as usize]),
         )
         .unwrap();
+    let rows = gpu
+        .storage("rows", bytemuck::cast_slice(&vec![u32::MAX; n_assign]))
+        .unwrap();
     let bufs = ops::MoeGroupBindings {
         p: &gp,
         sel: &sb,
-        order: &order,
+        order: &order_buf,
         tiles: &tiles,
+        rows: &rows,
     };
     let d = Dispatch::new(gpu, pipes, Kernel::MoeGroup, &bufs, [1, 1, 1]);
     ops::run(gpu, &[d.unwrap()]).unwrap();
     let tag = format!("{:?} moe_group {n_assign} over {n_expert}", pipes.variant);
 
-    let got = common::read_u32(&order, n_assign);
+    let got = common::read_u32(&order_buf, n_assign);
     let mut sorted = got.clone();
     sorted.sort();
     assert!(
@@ -641,27 +697,43 @@ fn group(pipes: &Pipelines, sel: &[u32], n_expert: usize, (tile, small): (u32, u
     let got: Vec<[u32; 4]> =
         bytemuck::pod_collect_to_vec(&common::read_u32(&tiles, 4 * want.len()));
     assert_eq!(got, want, "{tag}: tiles");
+    // Tile t's j-th assignment has row t·tile + j.
+    let order = common::read_u32(&order_buf, n_assign);
+    let mut want_rows = vec![u32::MAX; n_assign];
+    for (t, &[_, first, count, _]) in want.iter().enumerate() {
+        for j in 0..count {
+            want_rows[order[(first + j) as usize] as usize] = t as u32 * tile + j;
+        }
+    }
+    let slots = common::read_u32(&rows, n_assign);
+    assert_eq!(slots, want_rows, "{tag}: rows");
     Tiles {
         mats: sel.to_vec(),
         tiles,
-        order,
+        order: order_buf,
         n_tiles: max_tiles,
         short: true,
+        slots,
     }
 }
 
-/// moe_sum of `part` (one row per assignment) into the residual `y0`, checked
-/// against the oracle; returns the error.
-fn moe_sum(pipes: &Pipelines, n_used: usize, part: &[f32], sel_w: &[f32], y0: &[f32]) -> f64 {
+/// moe_sum of `part` (rows of n floats, assignment a's at `rows[a]`) into
+/// the residual `y0`, checked against the oracle; returns the error.
+fn moe_sum(
+    pipes: &Pipelines,
+    (n, n_used): (usize, usize),
+    (part, rows): (&[f32], &[u32]),
+    sel_w: &[f32],
+    y0: &[f32],
+) -> f64 {
     let gpu = common::gpu();
-    let n = part.len() / sel_w.len();
     let n_tok = sel_w.len() / n_used;
     let out = (0..n_tok * n).map(|i| {
         let (t, r) = (i / n, i % n);
         let s: f64 = (0..n_used)
             .map(|k| {
                 let a = t * n_used + k;
-                sel_w[a] as f64 * part[a * n + r] as f64
+                sel_w[a] as f64 * part[rows[a] as usize * n + r] as f64
             })
             .sum();
         (i, s)
@@ -678,12 +750,14 @@ fn moe_sum(pipes: &Pipelines, n_used: usize, part: &[f32], sel_w: &[f32], y0: &[
     let partb = gpu.storage("part", bytemuck::cast_slice(part)).unwrap();
     let wb = gpu.storage("sel_w", bytemuck::cast_slice(sel_w)).unwrap();
     let yb = gpu.storage("y", bytemuck::cast_slice(y0)).unwrap();
+    let rb = gpu.storage("rows", bytemuck::cast_slice(rows)).unwrap();
     let wg = [ops::moe_sum_groups(n), n_tok as u32, 1];
     let bufs = ops::MoeSumBindings {
         p: &pb,
         part: &partb,
         sel_w: &wb,
         y: &yb,
+        rows: &rb,
     };
     let d = Dispatch::new(gpu, pipes, Kernel::MoeSum, &bufs, wg);
     ops::run(gpu, &[d.unwrap()]).unwrap();
@@ -751,8 +825,14 @@ fn check_moe(m: &Moe, seed: u64, coop: bool) -> (f64, f64) {
             &vec![f32::NAN; down.y_len()],
         );
         worst_mm = worst_mm.max(e);
-        let part = &part[..n_assign * m.n_embd];
-        worst_sum = worst_sum.max(moe_sum(pipes, m.n_used, part, &sel_w, &resid));
+        let e = moe_sum(
+            pipes,
+            (m.n_embd, m.n_used),
+            (&part, &t.slots),
+            &sel_w,
+            &resid,
+        );
+        worst_sum = worst_sum.max(e);
     }
     (worst_mm, worst_sum)
 }

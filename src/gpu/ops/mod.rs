@@ -391,6 +391,15 @@ pub fn max_tiles(n_assign: u32, n_expert: u32, tile: u32) -> u32 {
     n_assign.min(n_assign.div_ceil(tile) + n_expert)
 }
 
+/// Rows of the experts' down output: a slot of `tile` rows per routed
+/// tile, where the matmul writes tile t's j-th row at t·tile + j (so a
+/// tile's rows are consecutive: matmul_coop.wgsl stores them straight from
+/// its accumulators) and moe_sum.wgsl reads assignment a's at moe_group's
+/// rows[a]. Rows past a tile's count are scratch.
+pub fn routed_slot_rows(max_tiles: u32, tile: u32) -> u32 {
+    max_tiles.saturating_mul(tile)
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MoeSumParams {

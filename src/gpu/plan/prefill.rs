@@ -132,6 +132,7 @@ pub struct Prefill {
     identity: wgpu::Buffer,
     routed_tiles: wgpu::Buffer,
     routed_order: wgpu::Buffer,
+    routed_rows: wgpu::Buffer,
     group_params: wgpu::Buffer,
     /// The attention's and its merge's params (`n_tok` and the split
     /// stride set per chunk).
@@ -274,6 +275,7 @@ impl Prefill {
             identity: &self.identity,
             routed_tiles: &self.routed_tiles,
             routed_order: &self.routed_order,
+            routed_rows: &self.routed_rows,
             coop_attention: self.coop_attention,
             low: Lowered::default(),
         };
@@ -331,6 +333,8 @@ struct Builder<'a> {
     identity: &'a wgpu::Buffer,
     routed_tiles: &'a wgpu::Buffer,
     routed_order: &'a wgpu::Buffer,
+    /// Each assignment's row of the experts' down output (its tile slot).
+    routed_rows: &'a wgpu::Buffer,
     /// The attention runs on attention_coop.wgsl: decided once in `build`,
     /// where the split buffers are sized for it.
     coop_attention: bool,
@@ -395,10 +399,12 @@ pub fn build(
     let k = Splits::new(c, gpu.caps.coop, u);
     let coop_attention = ops::attention_coop_fits(gpu, c.n_embd_head_qk_rope);
     let split_rows = ops::prefill_split_rows(coop_attention, u as u32);
-    let a = Acts::new(gpu, c, u, n_used, split_rows as usize, k)?;
+    let slot_rows = ops::routed_slot_rows(max_tiles, tile) as usize;
+    let a = Acts::new(gpu, c, u, n_used, (split_rows as usize, slot_rows), k)?;
     let p = Uniforms::new(gpu, c, u, n_used, k, a.kv_off);
     let routed_tiles = gpu.scratch_f32("pf.tiles", &[4, max_tiles as usize])?;
     let routed_order = gpu.scratch_f32("pf.order", &[u, n_used])?;
+    let routed_rows = gpu.scratch_f32("pf.rows", &[u, n_used])?;
     let dense_tiles = gpu.scratch_f32("pf.dense_tiles", &[4, u.div_ceil(tile as usize)])?;
     let ids: Vec<u32> = (0..u as u32).collect();
     let identity = gpu.storage("pf.identity", bytemuck::cast_slice(&ids))?;
@@ -410,6 +416,7 @@ pub fn build(
         identity: &identity,
         routed_tiles: &routed_tiles,
         routed_order: &routed_order,
+        routed_rows: &routed_rows,
         coop_attention,
         low: Lowered::default(),
     };
@@ -432,6 +439,7 @@ pub fn build(
         identity,
         routed_tiles,
         routed_order,
+        routed_rows,
         group_params: p.group,
         attn: (p.attn, ops::AttentionParams::new(c, 1)),
         attn_coop: (p.attn_coop, ops::AttentionCoopParams::new(c, 0, 1)),
@@ -538,6 +546,7 @@ impl Builder<'_> {
             sel: &a.sel,
             order: self.routed_order,
             tiles: self.routed_tiles,
+            rows: self.routed_rows,
         };
         self.low.lower(&[]);
         self.push(
@@ -573,6 +582,7 @@ impl Builder<'_> {
             part: &a.part,
             sel_w: &a.sel_w,
             y: &a.x,
+            rows: self.routed_rows,
         };
         // The weighted sum adds into the residual; the shared expert's
         // down adds the rest.

@@ -66,19 +66,22 @@ pub(super) struct Acts {
     pub(super) sel_w: wgpu::Buffer,
     pub(super) act: wgpu::Buffer,
     pub(super) act_r: wgpu::Buffer,
+    /// The experts' down outputs, a slot of the matmul's tile a routed
+    /// tile (moe_group.wgsl's `rows`).
     pub(super) part: wgpu::Buffer,
     pub(super) steps: wgpu::Buffer,
     pub(super) zero_bias: wgpu::Buffer,
 }
 
 impl Acts {
-    /// `split_rows`: the attention's partial rows (`ops::prefill_split_rows`).
+    /// `split_rows`: the attention's partial rows (`ops::prefill_split_rows`);
+    /// `slot_rows`: the routed tiles' slots (`ops::routed_slot_rows`).
     pub(super) fn new(
         gpu: &Gpu,
         c: &Config,
         u: usize,
         n_used: usize,
-        split_rows: usize,
+        (split_rows, slot_rows): (usize, usize),
         k: Splits,
     ) -> Result<Acts> {
         let s = |label: &str, dims: &[usize]| gpu.scratch_f32(label, dims);
@@ -112,7 +115,7 @@ impl Acts {
             sel_w: s("pf.sel_w", &[u, n_used])?,
             act: s("pf.act", &[u, c.n_ff.max(n_ff_sh).max(1)])?,
             act_r: s("pf.act_exps", &[u, n_used, n_ff_exp.max(1)])?,
-            part: s("pf.down_exps", &[u, n_used, c.n_embd])?,
+            part: s("pf.down_exps", &[slot_rows, c.n_embd])?,
             steps: s("pf.steps", &[u, std::mem::size_of::<ops::Step>() / 4])?,
             zero_bias: s("pf.zero_bias", &[n_expert.max(4)])?,
         })
