@@ -27,17 +27,23 @@ enable wgpu_cooperative_matrix;
 // GATE_UP `wa` holds OUT gate rows then the same OUT up rows. After the
 // last step each quarter's accumulators go to `cs` (column-major: token
 // n's row r at n·ROWS + r), from which the epilogue (silu(gate)·up,
-// ACCUM) writes y, a quarter at a time between two barriers. A dense
-// tile of TOK tokens and whole row blocks, not GATE_UP, skips that: its
-// accumulators start from y (ACCUM) or zero and are stored straight into
-// y, whose rows are its consecutive tokens (H200: every such matmul
-// 13-30% faster, the 512-token chunk -4.8%; session 32). So do the
-// routed tiles of a product that is not gate+up (the experts' down): it
-// writes tile t's rows at slots t·TOK .. (SLOTS; moe_group.wgsl's `rows`
-// says which is whose), so each tile's rows are consecutive too, and the
-// rows past its count are scratch. Subgroups of 4
-// to 64 lanes: with fewer than 8 subgroups (four of 64 lanes, WIDE) each
-// also takes quarters 2 and 3.
+// ACCUM) writes y, a quarter at a time between two barriers.
+//
+// Direct stores: a dense tile of TOK tokens and whole row blocks, neither
+// GATE_UP nor ACCUM, skips that epilogue: its accumulators are stored
+// straight into y, whose rows are its consecutive tokens (H200: such
+// matmuls 15-30% faster; session 32). So do the routed tiles of a
+// product that is not gate+up (the experts' down, `slots()`): it writes
+// tile t's rows at slots t·TOK .. (moe_group.wgsl's `rows` says which is
+// whose), so each tile's rows are consecutive too, and the rows past its
+// count are scratch. Not with ACCUM: accumulators started from y's
+// residual took the built-in model's GPU perplexity from +0.005% of the
+// CPU reference's to -0.097% (the tensor cores' f32 sums keep fewer of a
+// small product's bits beside a large addend), so the residual is added
+// in the epilogue.
+//
+// Subgroups of 4 to 64 lanes: with fewer than 8 subgroups (four of 64
+// lanes, WIDE) each also takes quarters 2 and 3.
 // A 32-token tile (tile32, with SHORT) stages two x vec4s an invocation
 // and each subgroup takes one row block by both quarters: half the x
 // staging, B fragments and products of a 64-token step, where a
@@ -265,16 +271,12 @@ fn y_at(tile: vec4<u32>, b: u32, h: u32, r0: u32, z: u32) -> u32 {
     return (first + 16u * h) * p.y_tok + z * p.y_stride + p.y_off + r0 + 16u * b;
 }
 
-// Whether the workgroup's accumulators go straight to y: its rows of y
-// consecutive (slots(), or a full dense tile), whole row blocks, aligned.
+// Whether the workgroup's accumulators go straight to y: nothing to add
+// to them, its rows of y consecutive (slots(), or a full dense tile),
+// whole row blocks, aligned.
 fn direct_to_y(tile: vec4<u32>, r0: u32) -> bool {
-    return !GATE_UP && (slots() || (!SHORT && tile.z == TOK)) && r0 + ROWS <= p.rows
+    return !GATE_UP && !ACCUM && (slots() || (!SHORT && tile.z == TOK)) && r0 + ROWS <= p.rows
         && ((p.y_tok | p.y_stride | p.y_off) & 3u) == 0u;
-}
-
-// Direct with ACCUM: y's fragment at `o`, which the products add onto.
-fn load_c(o: u32) -> MatC {
-    return coopLoad<MatC>(&y[o], p.y_tok);
 }
 
 // Direct: a fragment into y where `on`.
@@ -397,18 +399,6 @@ fn tile64(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
     var e01 = MatC();
     var e10 = MatC();
     var e11 = MatC();
-    if ACCUM && on {
-        c00 = load_c(y_at(tile, rb, hq, l.r0, z));
-        c01 = load_c(y_at(tile, rb, hq + 1u, l.r0, z));
-        c10 = load_c(y_at(tile, rb + 1u, hq, l.r0, z));
-        c11 = load_c(y_at(tile, rb + 1u, hq + 1u, l.r0, z));
-    }
-    if ACCUM && sec {
-        e00 = load_c(y_at(tile, rb, 2u, l.r0, z));
-        e01 = load_c(y_at(tile, rb, 3u, l.r0, z));
-        e10 = load_c(y_at(tile, rb + 1u, 2u, l.r0, z));
-        e11 = load_c(y_at(tile, rb + 1u, 3u, l.r0, z));
-    }
     // The next step's weights and x are loaded before this step's products,
     // so their latency overlaps them.
     var w = load_unit(l.base, l.lu);
@@ -493,14 +483,6 @@ fn tile32(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
     let direct = direct_to_y(tile, l.r0);
     let on = busy && direct;
     let sec = busy && second && direct;
-    if ACCUM && on {
-        c0 = load_c(y_at(tile, rb, 0u, l.r0, z));
-        c1 = load_c(y_at(tile, rb, 1u, l.r0, z));
-    }
-    if ACCUM && sec {
-        e0 = load_c(y_at(tile, rb + 4u, 0u, l.r0, z));
-        e1 = load_c(y_at(tile, rb + 4u, 1u, l.r0, z));
-    }
     var w = load_unit(l.base, l.lu);
     var x0 = load_x(xo0, q, 0u);
     var x1 = load_x(xo1, q, 0u);

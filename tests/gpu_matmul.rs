@@ -507,8 +507,8 @@ fn matmul_gate_up_and_accum() {
             y_off: 2,
             ..accum(Q8_0, 64, 70, 10)
         },
-        // matmul_coop's accumulators start from y (whole tiles and row
-        // workgroups), and the last tile goes through its epilogue
+        // whole tiles and row workgroups, which with ACCUM still take
+        // matmul_coop's epilogue (the residual is added there)
         accum(Q4_0, 128, 256, 130),
         Case {
             y_tok: 260,
