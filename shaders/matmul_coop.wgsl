@@ -29,18 +29,19 @@ enable wgpu_cooperative_matrix;
 // n's row r at n·ROWS + r), from which the epilogue (silu(gate)·up,
 // ACCUM) writes y, a quarter at a time between two barriers.
 //
-// Direct stores: a dense tile of TOK tokens and whole row blocks, neither
-// GATE_UP nor ACCUM, skips that epilogue: its accumulators are stored
+// Direct stores: a dense tile of TOK tokens and whole row blocks, not
+// GATE_UP, skips that epilogue: its accumulators are stored
 // straight into y, whose rows are its consecutive tokens (H200: such
 // matmuls 15-30% faster; session 32). So do the routed tiles of a
 // product that is not gate+up (the experts' down, `slots()`): it writes
 // tile t's rows at slots t·TOK .. (moe_group.wgsl's `rows` says which is
 // whose), so each tile's rows are consecutive too, and the rows past its
-// count are scratch. Not with ACCUM: accumulators started from y's
-// residual took the built-in model's GPU perplexity from +0.005% of the
-// CPU reference's to -0.097% (the tensor cores' f32 sums keep fewer of a
-// small product's bits beside a large addend), so the residual is added
-// in the epilogue.
+// count are scratch. With ACCUM y's fragment is loaded and added to the
+// finished accumulator (a component-wise f32 add, as the epilogue's):
+// accumulators started from y's residual instead took the built-in
+// model's GPU perplexity from +0.005% of the CPU reference's to -0.097%
+// (the tensor cores' f32 sums keep fewer of a small product's bits beside
+// a large addend).
 //
 // Subgroups of 4 to 64 lanes: with fewer than 8 subgroups (four of 64
 // lanes, WIDE) each also takes quarters 2 and 3.
@@ -271,11 +272,15 @@ fn y_at(tile: vec4<u32>, b: u32, h: u32, r0: u32, z: u32) -> u32 {
     return (first + 16u * h) * p.y_tok + z * p.y_stride + p.y_off + r0 + 16u * b;
 }
 
-// Whether the workgroup's accumulators go straight to y: nothing to add
-// to them, its rows of y consecutive (slots(), or a full dense tile),
-// whole row blocks, aligned.
+// Direct with ACCUM: the finished fragment `c` plus y's at `o`.
+fn add_y(c: MatC, o: u32) -> MatC {
+    return c + coopLoad<MatC>(&y[o], p.y_tok);
+}
+
+// Whether the workgroup's accumulators go straight to y: its rows of y
+// consecutive (slots(), or a full dense tile), whole row blocks, aligned.
 fn direct_to_y(tile: vec4<u32>, r0: u32) -> bool {
-    return !GATE_UP && !ACCUM && (slots() || (!SHORT && tile.z == TOK)) && r0 + ROWS <= p.rows
+    return !GATE_UP && (slots() || (!SHORT && tile.z == TOK)) && r0 + ROWS <= p.rows
         && ((p.y_tok | p.y_stride | p.y_off) & 3u) == 0u;
 }
 
@@ -443,6 +448,18 @@ fn tile64(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
         workgroupBarrier();
     }
     if direct {
+        if ACCUM && on {
+            c00 = add_y(c00, y_at(tile, rb, hq, l.r0, z));
+            c01 = add_y(c01, y_at(tile, rb, hq + 1u, l.r0, z));
+            c10 = add_y(c10, y_at(tile, rb + 1u, hq, l.r0, z));
+            c11 = add_y(c11, y_at(tile, rb + 1u, hq + 1u, l.r0, z));
+        }
+        if ACCUM && sec {
+            e00 = add_y(e00, y_at(tile, rb, 2u, l.r0, z));
+            e01 = add_y(e01, y_at(tile, rb, 3u, l.r0, z));
+            e10 = add_y(e10, y_at(tile, rb + 1u, 2u, l.r0, z));
+            e11 = add_y(e11, y_at(tile, rb + 1u, 3u, l.r0, z));
+        }
         c_to(c00, on, y_at(tile, rb, hq, l.r0, z));
         c_to(c01, on, y_at(tile, rb, hq + 1u, l.r0, z));
         c_to(c10, on, y_at(tile, rb + 1u, hq, l.r0, z));
@@ -512,6 +529,14 @@ fn tile32(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
         workgroupBarrier();
     }
     if direct {
+        if ACCUM && on {
+            c0 = add_y(c0, y_at(tile, rb, 0u, l.r0, z));
+            c1 = add_y(c1, y_at(tile, rb, 1u, l.r0, z));
+        }
+        if ACCUM && sec {
+            e0 = add_y(e0, y_at(tile, rb + 4u, 0u, l.r0, z));
+            e1 = add_y(e1, y_at(tile, rb + 4u, 1u, l.r0, z));
+        }
         c_to(c0, on, y_at(tile, rb, 0u, l.r0, z));
         c_to(c1, on, y_at(tile, rb, 1u, l.r0, z));
         c_to(e0, sec, y_at(tile, rb + 4u, 0u, l.r0, z));

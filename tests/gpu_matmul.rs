@@ -507,8 +507,9 @@ fn matmul_gate_up_and_accum() {
             y_off: 2,
             ..accum(Q8_0, 64, 70, 10)
         },
-        // whole tiles and row workgroups, which with ACCUM still take
-        // matmul_coop's epilogue (the residual is added there)
+        // whole tiles and row workgroups: matmul_coop adds y's fragments
+        // to its finished accumulators and stores them straight back
+        // (the last tile through its epilogue)
         accum(Q4_0, 128, 256, 130),
         Case {
             y_tok: 260,
