@@ -38,11 +38,13 @@ const DECODE: Barriers = Barriers {
 /// the head), on either attention kernel: its tokens attend in one split,
 /// so no merge runs. kv_append runs beside q_b with no barrier from the
 /// second block on (the first's kv_a writes q_a's buffer, where it wrote a
-/// buffer of its own).
+/// buffer of its own). moe_group's `rows` (written) and moe_sum's (read)
+/// add transitions (three here) but no barrier: both dispatches already
+/// have one.
 const PREFILL: Barriers = Barriers {
     dispatches: 52,
     barriers: 48,
-    transitions: 88,
+    transitions: 91,
 };
 
 #[test]
