@@ -44,6 +44,8 @@ var<workgroup> count: array<atomic<u32>, MAX_EXPERT>;
 var<workgroup> cursor: array<atomic<u32>, MAX_EXPERT>;
 var<workgroup> first: array<u32, MAX_EXPERT>;
 var<workgroup> first_tile: array<u32, MAX_EXPERT>;
+// Each expert's full-size tiles (big_tiles of its count).
+var<workgroup> n_big: array<u32, MAX_EXPERT>;
 // Each expert's small tile among the small ones.
 var<workgroup> first_small: array<u32, MAX_EXPERT>;
 var<workgroup> n_tiles: u32;
@@ -74,6 +76,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     for (var e = lid; e < p.n_expert; e += WG) {
         let c = atomicLoad(&count[e]);
         let b = big_tiles(c);
+        n_big[e] = b;
         first_tile[e] = b;
         first_small[e] = u32(b * p.tile < c);
     }
@@ -103,16 +106,16 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         order[first[e] + k] = a;
         // its tile: the expert's i-th full-size one, or its small one
         let i = k / p.tile;
-        var slot = (big + first_small[e]) * p.tile + k - i * p.tile;
-        if i < big_tiles(atomicLoad(&count[e])) {
-            slot = (first_tile[e] + i) * p.tile + k - i * p.tile;
+        var t = big + first_small[e];
+        if i < n_big[e] {
+            t = first_tile[e] + i;
         }
-        rows[a] = slot;
+        rows[a] = t * p.tile + k - i * p.tile;
     }
     let used = big + workgroupUniformLoad(&n_small);
     for (var e = lid; e < p.n_expert; e += WG) {
         let c = atomicLoad(&count[e]);
-        let b = big_tiles(c);
+        let b = n_big[e];
         for (var i = 0u; i < b; i++) {
             tiles[first_tile[e] + i] = vec4<u32>(e, first[e] + i * p.tile, min(p.tile, c - i * p.tile), 0u);
         }
