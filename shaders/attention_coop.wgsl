@@ -241,22 +241,70 @@ fn load_v(kk: u32, d0: u32) -> MatB {
     return coopLoadT<MatB>(&cs[at], CS);
 }
 
+// q_abs vec4 i of the workgroup's rows (row i / (N_KV / 4) from row0),
+// zeros past the chunk.
+fn q_abs4(i: u32, row0: u32, n_rows: u32) -> vec4<f32> {
+    let gr = row0 + i / (N_KV / 4u);
+    var v = vec4<f32>(0.0);
+    if i < M * (N_KV / 4u) && gr < n_rows {
+        v = q_abs[gr * (N_KV / 4u) + i % (N_KV / 4u)];
+    }
+    return v;
+}
+
+// q_abs vec4 i of the rows, times f, into cs as f16.
+fn put_q_abs(i: u32, v: vec4<f32>, f: f32) {
+    if i < M * (N_KV / 4u) {
+        let at = (i / (N_KV / 4u)) * CS + 4u * (i % (N_KV / 4u));
+        let h = vec4<f16>(v * f);
+        cs[at] = h.x;
+        cs[at + 1u] = h.y;
+        cs[at + 2u] = h.z;
+        cs[at + 3u] = h.w;
+    }
+}
+
 // The queries of rows row0.. into cs, times scale · log2 e (zeros for
-// rows past the chunk and dims past the row).
+// rows past the chunk and dims past the row). q_abs goes eight vec4
+// loads an invocation at a time, all issued before their stores, so a
+// workgroup waits for two rounds of loads where a loop of one load and
+// its store waited for sixteen. That wait is much of a workgroup that has
+// few tiles: the prefill's early rows, the decode's splits (H200, session
+// 33: a 512-token chunk's attention at depth 0 -11%, tg64 @ d4096 and @
+// d16384 +1.4%). Then q_pe, roped (two vec4s an invocation). The six-load
+// batches of an earlier form that roped inside the batch (a larger kernel)
+// lost 1.5% of the decode at depth.
 fn stage_queries(lid: u32, row0: u32, n_rows: u32) {
+    let f = p.scale * LOG2E;
+    for (var i = lid; i < M * (N_KV / 4u); i += 8u * WG) {
+        let v0 = q_abs4(i, row0, n_rows);
+        let v1 = q_abs4(i + WG, row0, n_rows);
+        let v2 = q_abs4(i + 2u * WG, row0, n_rows);
+        let v3 = q_abs4(i + 3u * WG, row0, n_rows);
+        let v4 = q_abs4(i + 4u * WG, row0, n_rows);
+        let v5 = q_abs4(i + 5u * WG, row0, n_rows);
+        let v6 = q_abs4(i + 6u * WG, row0, n_rows);
+        let v7 = q_abs4(i + 7u * WG, row0, n_rows);
+        put_q_abs(i, v0, f);
+        put_q_abs(i + WG, v1, f);
+        put_q_abs(i + 2u * WG, v2, f);
+        put_q_abs(i + 3u * WG, v3, f);
+        put_q_abs(i + 4u * WG, v4, f);
+        put_q_abs(i + 5u * WG, v5, f);
+        put_q_abs(i + 6u * WG, v6, f);
+        put_q_abs(i + 7u * WG, v7, f);
+    }
+    // The rest of each row: q_pe roped, then zeros.
     let kv4 = N_KV / 4u;
     let rot4 = p.n_rot / 4u;
     let n_qk = p.n_nope + p.n_rot;
-    let f = p.scale * LOG2E;
-    for (var i = lid; i < M * (MAX_ROW / 4u); i += WG) {
-        let r = i / (MAX_ROW / 4u);
-        let w = i % (MAX_ROW / 4u);
+    let tail = MAX_ROW / 4u - kv4;
+    for (var i = lid; i < M * tail; i += WG) {
+        let r = i / tail;
+        let j = i % tail;
         let gr = row0 + r;
         var v = vec4<f32>(0.0);
-        if gr < n_rows && w < kv4 {
-            v = q_abs[gr * kv4 + w];
-        } else if gr < n_rows && w < kv4 + rot4 {
-            let j = w - kv4;
+        if gr < n_rows && j < rot4 {
             let z = gr / p.n_head;
             let b = gr * n_qk + p.n_nope + 4u * j;
             let c0 = steps[z].rope[2u * j].xy;
@@ -264,12 +312,12 @@ fn stage_queries(lid: u32, row0: u32, n_rows: u32) {
             v = vec4<f32>(q[b] * c0.x - q[b + 1u] * c0.y, q[b] * c0.y + q[b + 1u] * c0.x,
                 q[b + 2u] * c1.x - q[b + 3u] * c1.y, q[b + 2u] * c1.y + q[b + 3u] * c1.x);
         }
-        v *= f;
-        let at = r * CS + 4u * w;
-        cs[at] = f16(v.x);
-        cs[at + 1u] = f16(v.y);
-        cs[at + 2u] = f16(v.z);
-        cs[at + 3u] = f16(v.w);
+        let at = r * CS + 4u * (kv4 + j);
+        let h = vec4<f16>(v * f);
+        cs[at] = h.x;
+        cs[at + 1u] = h.y;
+        cs[at + 2u] = h.z;
+        cs[at + 3u] = h.w;
     }
 }
 
