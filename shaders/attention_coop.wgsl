@@ -252,15 +252,19 @@ fn q_abs4(i: u32, row0: u32, n_rows: u32) -> vec4<f32> {
     return v;
 }
 
-// q_abs vec4 i of the rows, times f, into cs as f16.
+// Four query values into cs at `at`, as f16.
+fn put4(at: u32, v: vec4<f32>) {
+    let h = vec4<f16>(v);
+    cs[at] = h.x;
+    cs[at + 1u] = h.y;
+    cs[at + 2u] = h.z;
+    cs[at + 3u] = h.w;
+}
+
+// q_abs vec4 i of the rows, times f, into cs.
 fn put_q_abs(i: u32, v: vec4<f32>, f: f32) {
     if i < M * (N_KV / 4u) {
-        let at = (i / (N_KV / 4u)) * CS + 4u * (i % (N_KV / 4u));
-        let h = vec4<f16>(v * f);
-        cs[at] = h.x;
-        cs[at + 1u] = h.y;
-        cs[at + 2u] = h.z;
-        cs[at + 3u] = h.w;
+        put4((i / (N_KV / 4u)) * CS + 4u * (i % (N_KV / 4u)), v * f);
     }
 }
 
@@ -312,12 +316,7 @@ fn stage_queries(lid: u32, row0: u32, n_rows: u32) {
             v = vec4<f32>(q[b] * c0.x - q[b + 1u] * c0.y, q[b] * c0.y + q[b + 1u] * c0.x,
                 q[b + 2u] * c1.x - q[b + 3u] * c1.y, q[b + 2u] * c1.y + q[b + 3u] * c1.x);
         }
-        let at = r * CS + 4u * (kv4 + j);
-        let h = vec4<f16>(v * f);
-        cs[at] = h.x;
-        cs[at + 1u] = h.y;
-        cs[at + 2u] = h.z;
-        cs[at + 3u] = h.w;
+        put4(r * CS + 4u * (kv4 + j), v * f);
     }
 }
 
