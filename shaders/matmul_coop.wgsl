@@ -62,10 +62,19 @@ enable wgpu_cooperative_matrix;
 // allows (each weight unit is staged once per 64 tokens; a routed
 // expert's ~32 tokens of a 512-token chunk fit one tile); the two lanes
 // of a row load its two adjacent units (half the lines per subgroup load
-// of one unit per row); `wa` is column-major per unit, the second unit's
-// columns 16 words further, so a subgroup's f16 stores (16 rows × 2
-// units) fall on 32 banks; and a step holds raw words, not 32 floats,
+// of one unit per row); and a step holds raw words, not 32 floats,
 // through its products, so more workgroups fit.
+//
+// `wa` and `xs` are arrays of vec4<f16>, so four weights (or x values)
+// go to workgroup memory in one eight-byte store, not four two-byte ones,
+// and `wa` is row-major (A loaded by coopLoadT): four consecutive weights
+// of a row are consecutive there. Their cooperative loads count the
+// stride in vec4s, as SPIR-V counts it in the pointee's elements
+// (tests/gpu_matmul.rs checks it). H200, session 34: every coop matmul
+// 3-5% faster, the chunk -3%. The column-major tile with two-byte stores
+// was the layout before; in the CUDA twin (session 21) row-major with
+// wide stores was -12%, but WGSL's array<f16, 8> elements, two-byte
+// aligned, got no wide stores and lost.
 //
 // Inputs are rounded to f16 (11-bit significand), products accumulate in
 // f32: |error| <= 2^-10 · sum |w·x| per output, before the epilogue.
@@ -79,12 +88,9 @@ const TOK: u32 = 64u;
 const ROWS: u32 = 128u;
 // 32-weight units per step: WG / ROWS, one per invocation.
 const KU: u32 = 2u;
-// f16 per column of wa: ROWS and 8 of padding, so each column starts
-// 16-byte aligned and a fragment's 16 columns fall on different banks.
-const AS: u32 = ROWS + 8u;
-// f16 between the two units' 32-column halves of wa beyond 32 columns:
-// 16 words, so the two lanes of a row store to different banks.
-const HALF: u32 = 32u * AS + 32u;
+// f16 per row of wa: a step's 64 columns and 8 of padding (144 bytes: a
+// row starts 16-byte aligned, as a fragment's rows must).
+const RS: u32 = 72u;
 // f16 per row of xs: a step's 64 columns and 8 of padding (the same).
 const KS: u32 = 72u;
 // 16-row blocks of wa: one per subgroup (8 subgroups of 32 lanes).
@@ -136,11 +142,15 @@ struct Params {
 // With slots(): the workgroup's tile's first row of y (wid.y · TOK).
 var<private> slot0: u32;
 
-// Column-major per unit: column c of unit half h, row r at h·HALF + c·AS + r.
-var<workgroup> wa: array<f16, KU * HALF>;
-// Token-major: token n, column c at n·KS + c.
-var<workgroup> xs: array<f16, TOK * KS>;
-// One 16-token quarter of the results at a time (34 KiB in all).
+// Row-major, four f16 an element: row r, column group g (columns 4g ..
+// 4g + 4) at r·RS/4 + g, the second unit's groups swapped in pairs
+// (`swapped`).
+var<workgroup> wa: array<vec4<f16>, ROWS * RS / 4u>;
+// Token-major, the same: token n, column group g at n·KS/4 + swapped(g).
+var<workgroup> xs: array<vec4<f16>, TOK * KS / 4u>;
+// This invocation's unit of a step (0 or 1): its groups go swapped.
+var<private> swz: u32;
+// One 16-token quarter of the results at a time (35 KiB in all).
 var<workgroup> cs: array<f32, ROWS * 16u>;
 
 // The four bytes of `w`, low first.
@@ -148,26 +158,30 @@ fn bytes4(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);
 }
 
-// Weights 4i..4i+4 of a unit into columns 4i.. of wa's row at `o`.
-fn put4(o: u32, i: u32, v: vec4<f32>) {
-    let c = o + 4u * i * AS;
-    wa[c] = f16(v.x);
-    wa[c + AS] = f16(v.y);
-    wa[c + 2u * AS] = f16(v.z);
-    wa[c + 3u * AS] = f16(v.w);
+// Column group g of a step as stored: the second unit's groups (8..16)
+// swapped in pairs, in wa and xs alike (so the products' k order is
+// permuted the same on both sides). The two lanes of a row store its two
+// units' groups at the same time: without the swap they fell on the same
+// banks (rows 36 words apart); with it each half-subgroup's eight-byte
+// stores cover all 32 banks.
+fn swapped(g: u32) -> u32 {
+    return g ^ (g >> 3u);
 }
 
-// A unit into wa at `o`. Unit element i holds weights 4i..4i+4; constant
-// indices only.
+// A unit into wa at vec4 `o` (its row's first group of the unit), as f16,
+// one eight-byte store per four weights. Unit element i holds weights
+// 4i..4i+4; constant indices only.
 fn store_unit(o: u32, w: Unit) {
-    put4(o, 0u, w[0]);
-    put4(o, 1u, w[1]);
-    put4(o, 2u, w[2]);
-    put4(o, 3u, w[3]);
-    put4(o, 4u, w[4]);
-    put4(o, 5u, w[5]);
-    put4(o, 6u, w[6]);
-    put4(o, 7u, w[7]);
+    let e = o + swz;
+    let d = o + 1u - swz;
+    wa[e] = vec4<f16>(w[0]);
+    wa[d] = vec4<f16>(w[1]);
+    wa[e + 2u] = vec4<f16>(w[2]);
+    wa[d + 2u] = vec4<f16>(w[3]);
+    wa[e + 4u] = vec4<f16>(w[4]);
+    wa[d + 4u] = vec4<f16>(w[5]);
+    wa[e + 6u] = vec4<f16>(w[6]);
+    wa[d + 6u] = vec4<f16>(w[7]);
 }
 
 // Unit `u` of the row at unit `base` as the format stages it (the format's
@@ -183,12 +197,15 @@ fn load_unit(base: u32, u: u32) -> Staged {
 // The A fragment of wa's 16 rows and columns at `o`, and one product. (Calls:
 // naga's uniformity analysis rejects cooperative operations written
 // inside a branch on subgroup_id, and the blocks branch on it.)
-fn load_a(o: u32) -> MatA {
-    return coopLoad<MatA>(&wa[o], AS);
+// Offsets count f16 (multiples of 16); the strides count wa's and xs's
+// vec4 elements, as SPIR-V's cooperative loads count the pointee's. A:
+// row block blk of wa, columns k.., row-major.
+fn load_a(k: u32, blk: u32) -> MatA {
+    return coopLoadT<MatA>(&wa[(16u * blk * RS + k) / 4u], RS / 4u);
 }
 
 fn load_b(o: u32) -> MatB {
-    return coopLoad<MatB>(&xs[o], KS);
+    return coopLoad<MatB>(&xs[o / 4u], KS / 4u);
 }
 
 fn mma(a: MatA, b: MatB, c: MatC) -> MatC {
@@ -206,10 +223,7 @@ fn load_x(xo: u32, q: u32, u0: u32) -> vec4<f32> {
 
 // x vec4 `q` of the tile's row j into xs.
 fn store_x(j: u32, q: u32, xv: vec4<f32>) {
-    xs[j * KS + 4u * q] = f16(xv.x);
-    xs[j * KS + 4u * q + 1u] = f16(xv.y);
-    xs[j * KS + 4u * q + 2u] = f16(xv.z);
-    xs[j * KS + 4u * q + 3u] = f16(xv.w);
+    xs[j * (KS / 4u) + swapped(q)] = vec4<f16>(xv);
 }
 
 // The x vec4 offset (column 0, plus q) of the tile's row j; rows past its
@@ -350,7 +364,8 @@ fn lane(lid: u32, wid: vec3<u32>, tile: vec4<u32>) -> Lane {
         row += p.rows;
     }
     let base = (tile.x + wid.z) * p.mat_units + row * p.row_units;
-    return Lane(base, lu, lu * HALF + lr, lid / 16u, lid % 16u, r0);
+    swz = lu;
+    return Lane(base, lu, lr * (RS / 4u) + 8u * lu, lid / 16u, lid % 16u, r0);
 }
 
 @compute @workgroup_size(WG)
@@ -424,11 +439,9 @@ fn tile64(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
         x2 = load_x(xo2, q, u0 + KU);
         x3 = load_x(xo3, q, u0 + KU);
         for (var k = 0u; k < KU * 32u; k += 16u) {
-            // Column k of the step: its unit's half of wa.
-            let ka = (k / 32u) * HALF + (k % 32u) * AS;
             if busy {
-                let a0 = load_a(ka + 16u * rb);
-                let a1 = load_a(ka + 16u * rb + 16u);
+                let a0 = load_a(k, rb);
+                let a1 = load_a(k, rb + 1u);
                 let b0 = load_b(hq * 16u * KS + k);
                 let b1 = load_b(hq * 16u * KS + 16u * KS + k);
                 c00 = mma(a0, b0, c00);
@@ -512,15 +525,14 @@ fn tile32(l: Lane, lid: u32, sg: u32, n_sg: u32, z: u32, tile: vec4<u32>) {
         x0 = load_x(xo0, q, u0 + KU);
         x1 = load_x(xo1, q, u0 + KU);
         for (var k = 0u; k < KU * 32u; k += 16u) {
-            let ka = (k / 32u) * HALF + (k % 32u) * AS;
             if busy {
-                let a0 = load_a(ka + 16u * rb);
+                let a0 = load_a(k, rb);
                 let b0 = load_b(k);
                 let b1 = load_b(16u * KS + k);
                 c0 = mma(a0, b0, c0);
                 c1 = mma(a0, b1, c1);
                 if second {
-                    let a1 = load_a(ka + 16u * rb + 64u);
+                    let a1 = load_a(k, rb + 4u);
                     e0 = mma(a1, b0, e0);
                     e1 = mma(a1, b1, e1);
                 }

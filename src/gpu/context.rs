@@ -136,7 +136,7 @@ fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
         | wgpu::Features::SHADER_F16;
     // attention_coop.wgsl's workgroup arrays take 48272 bytes (queries,
     // then cache rows 37376; scores 8192; probabilities 2560; row factors
-    // and the flag 144); matmul_coop.wgsl's 34944
+    // and the flag 144); matmul_coop.wgsl's 35840
     adapter.features().contains(need)
         && adapter.limits().max_compute_workgroup_storage_size >= 48272
         && adapter.cooperative_matrix_properties().iter().any(|p| {
