@@ -194,16 +194,17 @@ fn load_unit(base: u32, u: u32) -> Staged {
     return w;
 }
 
-// The A fragment of wa's 16 rows and columns at `o`, and one product. (Calls:
-// naga's uniformity analysis rejects cooperative operations written
-// inside a branch on subgroup_id, and the blocks branch on it.)
-// Offsets count f16 (multiples of 16); the strides count wa's and xs's
-// vec4 elements, as SPIR-V's cooperative loads count the pointee's. A:
-// row block blk of wa, columns k.., row-major.
+// The fragments and one product. (Calls: naga's uniformity analysis
+// rejects cooperative operations written inside a branch on subgroup_id,
+// and the blocks branch on it.) Offsets count f16 (multiples of 16); the
+// strides count wa's and xs's vec4 elements, as SPIR-V's cooperative
+// loads count the pointee's.
+// A: row block blk of wa (rows 16·blk ..+16), the step's columns k ..+16.
 fn load_a(k: u32, blk: u32) -> MatA {
     return coopLoadT<MatA>(&wa[(16u * blk * RS + k) / 4u], RS / 4u);
 }
 
+// B: xs from f16 offset o (token n's row is column n).
 fn load_b(o: u32) -> MatB {
     return coopLoad<MatB>(&xs[o / 4u], KS / 4u);
 }
