@@ -170,7 +170,10 @@ fn swapped(g: u32) -> u32 {
 
 // A unit into wa at vec4 `o` (its row's first group of the unit), as f16,
 // one eight-byte store per four weights. Unit element i holds weights
-// 4i..4i+4; constant indices only.
+// 4i..4i+4; constant indices only. Group i goes to o + (i ^ swz), which is
+// `swapped`'s order (o is a multiple of 8 past the row's first group),
+// written as two bases, e for the even groups and d for the odd, so the
+// eight stores take no per-store arithmetic.
 fn store_unit(o: u32, w: Unit) {
     let e = o + swz;
     let d = o + 1u - swz;
