@@ -143,6 +143,10 @@ pub struct Prefill {
     norm_embd: wgpu::Buffer,
     /// The chunk's output-norm rows (`head`).
     result_norm: wgpu::Buffer,
+    /// Each MoE layer's shared-expert activations: a buffer a layer, so
+    /// that the shared gate+up runs beside the experts' with no barrier
+    /// (a buffer's first use in the chunk's encoder needs none).
+    _shexp_act: Vec<wgpu::Buffer>,
     /// The recipe's intermediates the chunk leaves in buffers of their own,
     /// `len` floats per token (rows of `ubatch`), in dispatch order.
     pub traced: Vec<Traced>,
@@ -278,6 +282,7 @@ impl Prefill {
             routed_rows: &self.routed_rows,
             coop_attention: self.coop_attention,
             low: Lowered::default(),
+            shexp_act: Vec::new(),
         };
         b.low.lower(&[ResultNorm]);
         b.push(
@@ -339,6 +344,8 @@ struct Builder<'a> {
     /// where the split buffers are sized for it.
     coop_attention: bool,
     low: Lowered,
+    /// Each MoE layer's shared-expert activations (`Builder::moe`).
+    shexp_act: Vec<wgpu::Buffer>,
 }
 
 impl Lowers for Builder<'_> {
@@ -419,9 +426,15 @@ pub fn build(
         routed_rows: &routed_rows,
         coop_attention,
         low: Lowered::default(),
+        shexp_act: Vec::new(),
     };
     b.layers(c, w, caches, &a, &p)?;
-    let Builder { ops, low, .. } = b;
+    let Builder {
+        ops,
+        low,
+        shexp_act,
+        ..
+    } = b;
     Ok(Prefill {
         ubatch,
         tile,
@@ -447,6 +460,7 @@ pub fn build(
         norm_embd: p.norm_embd,
         result_norm: a.result_norm,
         traced: low.traced,
+        _shexp_act: shexp_act,
     })
 }
 
@@ -484,7 +498,7 @@ impl Builder<'_> {
                 b.push(format!("blk.{il}.ffn_norm"), Kernel::RmsNorm, &norm, ROWS)
             })?;
             match &lw.ffn {
-                FfnWeights::Dense(d) => self.ffn(a, d, c.n_embd, c.n_ff, false)?,
+                FfnWeights::Dense(d) => self.ffn(a, d, c.n_embd, c.n_ff)?,
                 FfnWeights::Moe(m) => self.moe(c, a, p, il, m)?,
             }
             let what = format!("the prefill blk.{il}");
@@ -493,23 +507,37 @@ impl Builder<'_> {
         Ok(())
     }
 
-    /// A dense (or, `shared`, the shared expert's) FFN over the normed
-    /// rows: gate+up, down (+ residual).
-    fn ffn(&mut self, a: &Acts, d: &GateUpDown, e: usize, n_ff: usize, shared: bool) -> Result<()> {
+    /// A dense FFN over the normed rows: gate+up, down (+ residual).
+    fn ffn(&mut self, a: &Acts, d: &GateUpDown, e: usize, n_ff: usize) -> Result<()> {
+        self.gate_up(a, d, e, (&a.act, n_ff))?;
+        self.down(a, d, e, (&a.act, n_ff), &[FfnOut, LOut])
+    }
+
+    /// A dense or shared FFN's gate+up over the normed rows into `act`
+    /// (`n_ff` floats a token).
+    fn gate_up(&mut self, a: &Acts, d: &GateUpDown, e: usize, act: (&wgpu::Buffer, usize)) -> Result<()> {
+        let (y, n_ff) = act;
         let gate_up = Mm {
             gate_up: true,
-            ..Mm::new(&a.h2, e, &a.act, n_ff)
+            ..Mm::new(&a.h2, e, y, n_ff)
         };
-        self.lowered(&[FfnGate, FfnUp, FfnSwiglu], &a.act, n_ff, |b| {
+        self.lowered(&[FfnGate, FfnUp, FfnSwiglu], y, n_ff, |b| {
             b.matmul(&d.gate_up, gate_up)
-        })?;
+        })
+    }
+
+    /// Its down from `act`, added into the residual: the recipe's `steps`.
+    fn down(
+        &mut self,
+        a: &Acts,
+        d: &GateUpDown,
+        e: usize,
+        act: (&wgpu::Buffer, usize),
+        steps: &'static [Name],
+    ) -> Result<()> {
         let down = Mm {
             accum: true,
-            ..Mm::new(&a.act, n_ff, &a.x, e)
-        };
-        let steps: &'static [Name] = match shared {
-            true => &[FfnShexp, FfnOut, LOut],
-            false => &[FfnOut, LOut],
+            ..Mm::new(act.0, act.1, &a.x, e)
         };
         self.lowered(steps, &a.x, e, |b| b.matmul(&d.down, down))
     }
@@ -565,6 +593,21 @@ impl Builder<'_> {
         self.lowered(steps, &a.act_r, n_used * n_ff, |b| {
             b.matmul(&m.gate_up_exps, gate_up)
         })?;
+        // The shared expert's gate+up runs beside the experts': its
+        // workgroups fill the SMs the routed tiles' last wave leaves idle.
+        // Its output is a buffer of this layer's, first used here, so
+        // wgpu puts no barrier between the two.
+        let shared = match &m.shared {
+            Some(sh) => {
+                let n_sh = n_ff * c.n_expert_shared;
+                let act = self
+                    .gpu
+                    .scratch_f32(&format!("pf.act_shexp.{il}"), &[a.k.plane(n_sh)])?;
+                self.gate_up(a, sh, e, (&act, n_sh))?;
+                Some((sh, act, n_sh))
+            }
+            None => None,
+        };
         let down = Mm {
             routed: true,
             ..Mm::new(&a.act_r, n_ff, &a.part, e)
@@ -592,8 +635,12 @@ impl Builder<'_> {
         };
         self.low.lower(steps);
         self.push(name("moe_sum"), Kernel::MoeSum, &sum, grid)?;
-        match &m.shared {
-            Some(sh) => self.ffn(a, sh, e, c.n_ff_exp * c.n_expert_shared, true),
+        match shared {
+            Some((sh, act, n_sh)) => {
+                self.down(a, sh, e, (&act, n_sh), &[FfnShexp, FfnOut, LOut])?;
+                self.shexp_act.push(act);
+                Ok(())
+            }
             None => {
                 self.low.leaves(LOut, &a.x, e);
                 Ok(())
