@@ -239,8 +239,9 @@ fn x_at(tile: vec4<u32>, j: u32, z: u32, q: u32) -> u32 {
 }
 
 // Token quarter h's accumulators of row blocks at cs's float o and o + 16
-// (a multiple of 16; cs counts vec4s, as do the stores' strides) into cs: `c` and `c2` where `on`, or (the second set of a wide subgroup)
-// `e` and `e2` where `on2`; then the epilogue.
+// (o a multiple of 16; cs counts vec4s, as do the stores' strides) into
+// cs: `c` and `c2` where `on`, or (the second set of a wide subgroup) `e`
+// and `e2` where `on2`; then the epilogue.
 fn finish(c: MatC, c2: MatC, on: bool, e: MatC, e2: MatC, on2: bool, o: u32, lid: u32, tile: vec4<u32>, h: u32, r0: u32, z: u32) {
     if on {
         coopStore(c, &cs[o / 4u], ROWS / 4u);

@@ -18,11 +18,12 @@
 //!
 //! Per MoE block: attn_norm, q_a, kv_a, q_a_norm, q_b ∥ kv_append, k_b,
 //! attention (+ merge), v_b, attn_output (+ residual), ffn_norm, router logits, router
-//! selection, grouping, experts gate+up, experts down, the weighted sum
-//! (+ residual), shared gate+up, shared down (+ residual): the norms are
+//! selection, grouping, experts gate+up ∥ shared gate+up, experts down,
+//! the weighted sum (+ residual), shared down (+ residual): the norms are
 //! dispatches of their own, since the matmuls read whole rows many times.
 //! `a ∥ b`: no barrier before b (it reads buffers already in the read
-//! state and writes only its layer's cache, first used there).
+//! state and writes only buffers first used there: its layer's cache, its
+//! layer's shared activations).
 //! Only the last token's logits are needed: the engine copies its residual
 //! row into the decode plan and runs the decode lowering of the head (one
 //! row is what that lowering is for); `head` lowers the head over every
@@ -515,7 +516,13 @@ impl Builder<'_> {
 
     /// A dense or shared FFN's gate+up over the normed rows into `act`
     /// (`n_ff` floats a token).
-    fn gate_up(&mut self, a: &Acts, d: &GateUpDown, e: usize, act: (&wgpu::Buffer, usize)) -> Result<()> {
+    fn gate_up(
+        &mut self,
+        a: &Acts,
+        d: &GateUpDown,
+        e: usize,
+        act: (&wgpu::Buffer, usize),
+    ) -> Result<()> {
         let (y, n_ff) = act;
         let gate_up = Mm {
             gate_up: true,
