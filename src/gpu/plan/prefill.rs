@@ -549,14 +549,19 @@ impl Builder<'_> {
         self.lowered(steps, &a.x, e, |b| b.matmul(&d.down, down))
     }
 
-    /// A MoE block's FFN over the chunk: router logits, selection, the
-    /// tokens' assignments grouped by expert, routed gate+up and down over
-    /// the groups' tiles, their weighted sum (+ residual), the shared
-    /// expert.
-    fn moe(&mut self, c: &Config, a: &Acts, p: &Uniforms, il: usize, m: &MoeWeights) -> Result<()> {
+    /// A MoE block's routing over the chunk: the router logits, the
+    /// selection, and each expert's tokens as tiles (moe_group).
+    fn route(
+        &mut self,
+        c: &Config,
+        a: &Acts,
+        p: &Uniforms,
+        il: usize,
+        m: &MoeWeights,
+    ) -> Result<()> {
         let n_used = c.n_expert_used.max(1);
         let name = |op: &str| format!("blk.{il}.{op}");
-        let (e, n_ff) = (c.n_embd, c.n_ff_exp);
+        let e = c.n_embd;
         // The logits are partial sums where they are split: the router adds them.
         self.low.lower(&[FfnMoeLogits]);
         let y = (&a.moe_logits, c.n_expert);
@@ -589,7 +594,17 @@ impl Builder<'_> {
             Kernel::MoeGroup,
             &group,
             [Dim::Fixed(1); 3],
-        )?;
+        )
+    }
+
+    /// A MoE block's FFN over the chunk: the routing (`route`), routed
+    /// gate+up (beside the shared expert's) and down over the groups'
+    /// tiles, their weighted sum (+ residual), the shared down.
+    fn moe(&mut self, c: &Config, a: &Acts, p: &Uniforms, il: usize, m: &MoeWeights) -> Result<()> {
+        self.route(c, a, p, il, m)?;
+        let n_used = c.n_expert_used.max(1);
+        let name = |op: &str| format!("blk.{il}.{op}");
+        let (e, n_ff) = (c.n_embd, c.n_ff_exp);
         let gate_up = Mm {
             gate_up: true,
             routed: true,
