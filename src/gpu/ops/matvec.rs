@@ -221,4 +221,36 @@ mod tests {
             );
         }
     }
+
+    /// Every TPR the host can ask for is one build.rs translated: a value
+    /// missing from build/manifest.rs is refused when the pipeline is made,
+    /// and only a matrix of that shape reaches it (the output head's 4 needs
+    /// 32,768 rows, which no test model has).
+    #[test]
+    fn every_lanes_a_row_is_in_the_manifest() {
+        use MatvecMode::*;
+        let built = Kernel::Matvec(Format::Q4_0)
+            .info()
+            .overrides
+            .iter()
+            .find(|(name, _)| *name == "TPR")
+            .map(|(_, values)| *values)
+            .unwrap();
+        let mut asked = vec![MATVEC_WG / COMBINE_ROWS];
+        for mode in [Plain, GateUp, WeightedSum] {
+            for units in [1, 2, 3, 5, 8, 16, 24, 31, 48, 64, 160, 512, 4096] {
+                for rows in [1, 100, 2048, 5120, 40_000, 154_880, 1 << 20] {
+                    for slots in [1, 4, 20] {
+                        asked.push(matvec_tpr(mode, units, rows, slots));
+                    }
+                }
+            }
+        }
+        for tpr in asked {
+            assert!(
+                built.contains(&(tpr as f64)),
+                "TPR {tpr} is not among build/manifest.rs's {built:?}"
+            );
+        }
+    }
 }
