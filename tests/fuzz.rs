@@ -99,52 +99,44 @@ impl Seed {
     }
 }
 
-/// Byte flips and truncations of `seed`.
-fn raw_mutants(seed: &Seed, rng: &mut Rng) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
+/// Byte flip `i` of `seed`: one to four bits, mostly in the header, where
+/// a flip changes structure, not weights.
+fn flip_mutant(seed: &Seed, rng: &mut Rng, i: usize) -> (String, Vec<u8>) {
+    let mut b = seed.bytes.clone();
     let hl = seed.header_len();
-    for i in 0..BYTE_FLIPS {
-        let mut b = seed.bytes.clone();
-        // Mostly the header, where a flip changes structure, not weights.
-        for _ in 0..1 + rng.below(4) {
-            let at = if rng.below(8) == 0 {
-                rng.below(b.len())
-            } else {
-                rng.below(hl)
-            };
-            b[at] ^= 1 << rng.below(8);
-        }
-        out.push((format!("flip {i}"), b));
-    }
-    for i in 0..TRUNCATIONS {
-        let len = if i % 2 == 0 {
-            rng.below(hl)
+    for _ in 0..1 + rng.below(4) {
+        let at = if rng.below(8) == 0 {
+            rng.below(b.len())
         } else {
-            rng.below(seed.bytes.len())
+            rng.below(hl)
         };
-        out.push((format!("truncate to {len}"), seed.bytes[..len].to_vec()));
+        b[at] ^= 1 << rng.below(8);
     }
-    out
+    (format!("flip {i}"), b)
 }
 
-/// `n` copies of `seed` with one or two metadata values set to edge values.
-fn value_mutants(seed: &Seed, rng: &mut Rng, n: usize) -> Vec<(String, Vec<u8>)> {
-    let edges = edge_values();
-    let mut out = Vec::new();
-    for _ in 0..n {
-        let mut m = seed.file.metadata().to_vec();
-        let mut name = String::new();
-        for _ in 0..1 + rng.below(2) {
-            let k = rng.below(m.len());
-            let v = edges[rng.below(edges.len())].clone();
-            name += &format!("{} = {}; ", m[k].0, v.summary());
-            m[k].1 = v;
-        }
-        if let Some(b) = seed.with_metadata(&m) {
-            out.push((name, b));
-        }
+/// Truncation `i` of `seed`: into the header (even i) or anywhere.
+fn truncation(seed: &Seed, rng: &mut Rng, i: usize) -> (String, Vec<u8>) {
+    let len = if i % 2 == 0 {
+        rng.below(seed.header_len())
+    } else {
+        rng.below(seed.bytes.len())
+    };
+    (format!("truncate to {len}"), seed.bytes[..len].to_vec())
+}
+
+/// `seed` with one or two metadata values set to edge values, or None
+/// where the writer refuses that metadata.
+fn value_mutant(seed: &Seed, rng: &mut Rng, edges: &[Value]) -> Option<(String, Vec<u8>)> {
+    let mut m = seed.file.metadata().to_vec();
+    let mut name = String::new();
+    for _ in 0..1 + rng.below(2) {
+        let k = rng.below(m.len());
+        let v = edges[rng.below(edges.len())].clone();
+        name += &format!("{} = {}; ", m[k].0, v.summary());
+        m[k].1 = v;
     }
-    out
+    Some((name, seed.with_metadata(&m)?))
 }
 
 /// Everything the CPU side does with a file. `Some(model)` when it loads.
@@ -194,37 +186,65 @@ fn seed(path: &std::path::Path) -> Seed {
     }
 }
 
+/// Mutants run and what became of them.
+#[derive(Default)]
+struct Tally {
+    n: usize,
+    loaded: usize,
+    on_gpu: usize,
+}
+
+impl Tally {
+    /// One mutant through the CPU side, and through the GPU engine too
+    /// where `gpu` still allows and it loads.
+    fn run(&mut self, (name, bytes): (String, Vec<u8>), gpu: &mut usize) {
+        self.n += 1;
+        let label = name.clone();
+        let Some(model) = guarded(&name, move || cpu_case(bytes)) else {
+            return;
+        };
+        self.loaded += 1;
+        if *gpu > 0 {
+            *gpu -= 1;
+            self.on_gpu += 1;
+            guarded(&label, move || gpu_case(&model));
+        }
+    }
+}
+
+// Each mutant is made just before it runs: the seed is ~2.7 MB, so the
+// whole set held at once would take gigabytes.
 #[test]
 fn mutated_files_never_panic_or_hang() {
     let start = Instant::now();
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
-    let (mut n, mut loaded, mut on_gpu) = (0, 0, 0);
+    let mut t = Tally::default();
+    let edges = edge_values();
     let seeds = [seed(common::tiny_model()), seed(&common::all_dense(|_| {}))];
     for (si, seed) in seeds.iter().enumerate() {
-        let mut cases = value_mutants(seed, &mut rng, VALUE_EDITS[si]);
-        let edits = cases.len();
-        if si == 0 {
-            cases.extend(raw_mutants(seed, &mut rng));
-        }
-        n += cases.len();
+        // Edited hyperparameters that pass the checks are what the GPU
+        // plans size buffers from.
         let mut gpu_left = GPU_CASES;
-        for (i, (name, b)) in cases.into_iter().enumerate() {
-            let label = name.clone();
-            let model = guarded(&name, move || cpu_case(b));
-            let Some(model) = model else { continue };
-            loaded += 1;
-            // Edited hyperparameters that pass the checks are what the GPU
-            // plans size buffers from.
-            if i < edits && gpu_left > 0 {
-                gpu_left -= 1;
-                on_gpu += 1;
-                guarded(&label, move || gpu_case(&model));
+        for _ in 0..VALUE_EDITS[si] {
+            if let Some(m) = value_mutant(seed, &mut rng, &edges) {
+                t.run(m, &mut gpu_left);
+            }
+        }
+        if si == 0 {
+            for i in 0..BYTE_FLIPS {
+                t.run(flip_mutant(seed, &mut rng, i), &mut 0);
+            }
+            for i in 0..TRUNCATIONS {
+                t.run(truncation(seed, &mut rng, i), &mut 0);
             }
         }
     }
     eprintln!(
-        "fuzz: {n} mutants, {loaded} loaded, {on_gpu} on the GPU, {:.1} s",
+        "fuzz: {} mutants, {} loaded, {} on the GPU, {:.1} s",
+        t.n,
+        t.loaded,
+        t.on_gpu,
         start.elapsed().as_secs_f64()
     );
-    assert!(on_gpu > 0, "no mutant loaded: the GPU path went untested");
+    assert!(t.on_gpu > 0, "no mutant loaded: the GPU path went untested");
 }
