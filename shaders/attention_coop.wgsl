@@ -30,7 +30,7 @@ enable wgpu_cooperative_matrix;
 // fragments of its score block (row block (s % 4) / 2, k steps of half
 // s / 4). Per tile of T = 32 positions:
 //   staging: the tile's cache rows go to `cs` with 16-byte loads (PRE
-//            words per invocation), loaded during the previous tile's
+//            words per invocation, eight invocations a row), loaded during the previous tile's
 //            softmax and values (issued after its scores are stored), so
 //            their latency is hidden: with one workgroup per SM nothing
 //            else covers it (pp512 @ d16384 +10.6% on an H100; issued
@@ -72,8 +72,10 @@ const M: u32 = 32u;
 /// Positions per tile.
 /// host: gpu::ops::ATTENTION_COOP_TILE
 const T: u32 = 32u;
-// cs holds the M rows' queries, then T cache rows.
+// cs holds the M rows' queries, then T cache rows; eight invocations
+// stage each row.
 const_assert M == T;
+const_assert WG == 8u * T;
 /// The widest row: MAX_LATENT + MAX_ROPE.
 /// host: gpu::ops::ATTENTION_COOP_ROW
 const MAX_ROW: u32 = 576u;
@@ -82,9 +84,10 @@ const MAX_ROW: u32 = 576u;
 const CS: u32 = MAX_ROW + 8u;
 // The most k steps of a score half: MAX_ROW / 32, one query fragment each.
 const KH: u32 = 18u;
-// vec4<u32>s (8 cache values) each invocation stages per tile: T rows of
-// MAX_ROW at most.
+// vec4<u32>s (8 cache values) each invocation stages per tile: an eighth
+// of a row of MAX_ROW at most.
 const PRE: u32 = 9u;
+const_assert 64u * PRE >= MAX_ROW;
 // f16 per row of ps, the same.
 const PS: u32 = T + 8u;
 // The running max moves when a tile's exceeds it by more than this
@@ -180,14 +183,16 @@ fn tile_base(t0: u32, t_hi: u32) -> u32 {
 }
 
 // This invocation's share of the cache rows of the tile at tb (kvr wide,
-// row8 = kvr / 8 vec4<u32>s a row): vec4 lid + WG·j.
+// row8 = kvr / 8 vec4<u32>s a row): row lid / 8 of the tile, its vec4s
+// lid % 8 + 8j (eight invocations a row, WG = 8·T). A row's eight
+// invocations load 128 consecutive bytes at each j.
 fn tile_load(lid: u32, tb: u32, row8: u32) -> array<vec4<u32>, PRE> {
     var v: array<vec4<u32>, PRE>;
+    let cg = lid % 8u;
+    let at = (tb + lid / 8u) * row8 + cg;
     for (var j = 0u; j < PRE; j++) {
-        let i = lid + WG * j;
-        if i < T * row8 {
-            // The tile's rows are consecutive in the cache.
-            v[j] = cache[tb * row8 + i];
+        if cg + 8u * j < row8 {
+            v[j] = cache[at + 8u * j];
         }
     }
     return v;
@@ -209,22 +214,18 @@ fn put8(at: u32, w: vec4<u32>) {
     cs[at + 7u] = f16(d.y);
 }
 
-// tile_load's words into cs: vec4 i = lid + WG·j is row i / row8, column
-// i % row8, stepped from walk = (lid / row8, lid % row8, WG / row8, WG %
-// row8) without a division (a division by a runtime u32 is some twenty
-// instructions, and this ran eighteen of them a tile).
-fn tile_store(lid: u32, walk: vec4<u32>, v: array<vec4<u32>, PRE>, row8: u32) {
-    var r = walk.x;
-    var c = walk.y;
+// tile_load's words into cs: vec4 lid % 8 + 8j of row lid / 8 goes to f16
+// (lid / 8)·CS + 8·(lid % 8) + 64j, a base and a constant step, so the
+// stores take no address arithmetic. The walk over vec4 lid + WG·j this
+// replaced (a row wrap to test at each j) cost pp512 @ d16384 3.6% and
+// tg128 @ d16384 1.5% (H200, session 37). Each store is eight f16 at a
+// multiple of eight.
+fn tile_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32) {
+    let cg = lid % 8u;
+    let at = (lid / 8u) * CS + 8u * cg;
     for (var j = 0u; j < PRE; j++) {
-        if lid + WG * j < T * row8 {
-            put8(r * CS + 8u * c, v[j]);
-        }
-        r += walk.z;
-        c += walk.w;
-        if c >= row8 {
-            c -= row8;
-            r += 1u;
+        if cg + 8u * j < row8 {
+            put8(at + 64u * j, v[j]);
         }
     }
 }
@@ -456,7 +457,6 @@ fn main(
     let q16 = qload(rb, k0 + 16u);
     let q17 = qload(rb, k0 + 17u);
     let row8 = kvr / 8u;
-    let walk = vec4<u32>(lid / row8, lid % row8, WG / row8, WG % row8);
     let cb = pb * 16u * CS;
     var words = tile_load(lid, tile_base(t_lo, t_hi), row8);
     for (var t0 = t_lo; t0 < t_hi; t0 += T) {
@@ -464,7 +464,7 @@ fn main(
         // cs is free: the query fragments are loaded, the last tile's
         // values done.
         workgroupBarrier();
-        tile_store(lid, walk, words, row8);
+        tile_store(lid, words, row8);
         workgroupBarrier();
         var acc = MatC();
         acc = sstep(acc, q0, k0, cb);
