@@ -30,12 +30,13 @@ enable wgpu_cooperative_matrix;
 // fragments of its score block (row block (s % 4) / 2, k steps of half
 // s / 4). Per tile of T = 32 positions:
 //   staging: the tile's cache rows go to `cs` with 16-byte loads (PRE
-//            words per invocation, eight invocations a row), loaded during the previous tile's
-//            softmax and values (issued after its scores are stored), so
-//            their latency is hidden: with one workgroup per SM nothing
-//            else covers it (pp512 @ d16384 +10.6% on an H100; issued
-//            before the scores or halfway through them, +5-7%: registers
-//            held through the scores' query fragments);
+//            words per invocation, eight invocations a row), loaded
+//            during the previous tile's softmax and values (issued after
+//            its scores are stored), so their latency is hidden: with
+//            one workgroup per SM nothing else covers it (pp512 @
+//            d16384 +10.6% on an H100; issued before the scores or
+//            halfway through them, +5-7%: registers held through the
+//            scores' query fragments);
 //   scores:  subgroup s multiplies its queries by position block s % 2
 //            of the tile (B, column-major from cs) into its half of `ss`;
 //   softmax: invocations 8r .. 8r + 8 own row r, four positions each: the
