@@ -31,20 +31,59 @@ fn xs_slot(i: u32) -> u32 {
     return i ^ ((i >> 3u) & 7u);
 }
 
+// An invocation stages at most four x vec4s of a chunk (vec4s lid + k·WG).
+const_assert XCHUNK * 8u <= 4u * WG;
+
+// x vec4 i of the chunk at `at` (zeros past n).
+fn x_load(at: u32, i: u32, n: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if i < n {
+        v = x[at + i];
+    }
+    return v;
+}
+
+// NORM's weight for vec4 i of the chunk at `at` (ones past n, or without NORM).
+fn g_load(at: u32, i: u32, n: u32) -> vec4<f32> {
+    var v = vec4<f32>(1.0);
+    if NORM && i < n {
+        v = g[at + i];
+    }
+    return v;
+}
+
+// x vec4 i of the chunk (v, its norm weight w) into xs.
+fn put_x(i: u32, n: u32, v: vec4<f32>, w: vec4<f32>) {
+    if i < n {
+        if NORM {
+            ss += dot(v, v);
+        }
+        xs[xs_slot(i)] = v * w;
+    }
+}
+
 // Stages units [c0, c1) of the x row that starts at vec4 `base` (NORM: times
-// the norm weight, x² summed into ss). Call from uniform control flow.
+// the norm weight, x² summed into ss). Every load of the invocation is
+// issued before its first store, so the staging waits for one round of L2
+// latency, not one a vec4 (the driver does not batch a loop's loads:
+// session 33's stage_queries). Call from uniform control flow.
 fn stage(base: u32, c0: u32, c1: u32, lid: u32) {
     // the previous chunk's readers are done with xs
     workgroupBarrier();
     let n = (c1 - c0) * 8u;
-    for (var i = lid; i < n; i += WG) {
-        var v = x[base + c0 * 8u + i];
-        if NORM {
-            ss += dot(v, v);
-            v *= g[c0 * 8u + i];
-        }
-        xs[xs_slot(i)] = v;
-    }
+    let at = base + c0 * 8u;
+    let v0 = x_load(at, lid, n);
+    let v1 = x_load(at, lid + WG, n);
+    let v2 = x_load(at, lid + 2u * WG, n);
+    let v3 = x_load(at, lid + 3u * WG, n);
+    let w0 = g_load(c0 * 8u, lid, n);
+    let w1 = g_load(c0 * 8u, lid + WG, n);
+    let w2 = g_load(c0 * 8u, lid + 2u * WG, n);
+    let w3 = g_load(c0 * 8u, lid + 3u * WG, n);
+    put_x(lid, n, v0, w0);
+    put_x(lid + WG, n, v1, w1);
+    put_x(lid + 2u * WG, n, v2, w2);
+    put_x(lid + 3u * WG, n, v3, w3);
     workgroupBarrier();
 }
 
