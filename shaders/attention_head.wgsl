@@ -55,6 +55,7 @@ struct Params {
 const MAX_LATENT: u32 = 512u;
 /// host: gpu::ops::MAX_ROPE
 const MAX_ROPE: u32 = 64u;
+const_assert MAX_LATENT + MAX_ROPE <= 4u * WG;
 
 // The head's full query, [q_abs ‖ roped q_pe], as pairs matching cache
 // words: room for the host's widest row with rope up to twice MAX_ROPE.
@@ -65,6 +66,24 @@ var<workgroup> scores: array<f32, TILE>;
 var<workgroup> probs: array<f32, TILE>;
 // Value partials of every invocation (two vec4 each), summed over groups.
 var<workgroup> partial: array<vec4<f32>, 2u * WG>;
+
+// Query word w of head h (token z): a q_abs pair, or a q_pe pair roped;
+// zeros past the row.
+fn query_pair(h: u32, z: u32, w: u32, words: u32, kv_words: u32) -> vec2<f32> {
+    var v = vec2<f32>(0.0);
+    if w < kv_words {
+        let b = h * p.n_kv + 2u * w;
+        v = vec2<f32>(q_abs[b], q_abs[b + 1u]);
+    } else if w < words {
+        let i = w - kv_words;
+        let b = h * (p.n_nope + p.n_rot) + p.n_nope + 2u * i;
+        let a = q[b];
+        let c = q[b + 1u];
+        let cs = steps[z].rope[i].xy;
+        v = vec2<f32>(a * cs.x - c * cs.y, a * cs.y + c * cs.x);
+    }
+    return v;
+}
 
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -100,18 +119,15 @@ fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         }
         return;
     }
-    for (var w = ids.lid; w < words; w += WG) {
-        if w < kv_words {
-            let b = h * p.n_kv + 2u * w;
-            qs[w] = vec2<f32>(q_abs[b], q_abs[b + 1u]);
-        } else {
-            let i = w - kv_words;
-            let b = h * (p.n_nope + p.n_rot) + p.n_nope + 2u * i;
-            let a = q[b];
-            let c = q[b + 1u];
-            let cs = steps[z].rope[i].xy;
-            qs[w] = vec2<f32>(a * cs.x - c * cs.y, a * cs.y + c * cs.x);
-        }
+    // An invocation's two query words (rows are at most 2·WG words:
+    // plan::check), both loaded before either is stored.
+    let q0 = query_pair(h, z, ids.lid, words, kv_words);
+    let q1 = query_pair(h, z, ids.lid + WG, words, kv_words);
+    if ids.lid < words {
+        qs[ids.lid] = q0;
+    }
+    if ids.lid + WG < words {
+        qs[ids.lid + WG] = q1;
     }
     workgroupBarrier();
 

@@ -10,11 +10,16 @@
 // table), 2 ckv (array<f32>, kv_a_mqa output), 3 g (array<f32>,
 // kv_a_norm), 4 cache (array<u32>, n_ctx rows of (n_kv + n_rot) / 2 words,
 // f16 pairs).
-// Dispatch: one workgroup per token. Invocation i owns cache words i, i + WG, …; a
-// word holds two adjacent elements, which is exactly one rope pair in the
-// k_pe part (rope rotates pairs (2i, 2i+1)).
+// Dispatch: one workgroup per token. Invocation i owns cache words i and
+// i + WG; a word holds two adjacent elements, which is exactly one rope
+// pair in the k_pe part (rope rotates pairs (2i, 2i+1)).
 
 const WG: u32 = 256u;
+/// host: gpu::ops::MAX_LATENT
+const MAX_LATENT: u32 = 512u;
+/// host: gpu::ops::MAX_ROPE
+const MAX_ROPE: u32 = 64u;
+const_assert MAX_LATENT + MAX_ROPE <= 4u * WG;
 
 struct Params {
     n_kv: u32,
@@ -42,29 +47,56 @@ fn c_at(i: u32) -> f32 {
     return v;
 }
 
+// Cache word w of the token whose ckv row starts at c0 (zeros past the
+// row): its two elements, summed over the parts.
+fn pair_at(c0: u32, w: u32, row_words: u32) -> vec2<f32> {
+    var v = vec2<f32>(0.0);
+    if w < row_words {
+        v = vec2<f32>(c_at(c0 + 2u * w), c_at(c0 + 2u * w + 1u));
+    }
+    return v;
+}
+
+// kv_a_norm's pair for cache word w (ones in the rope part).
+fn g_pair(w: u32) -> vec2<f32> {
+    var v = vec2<f32>(1.0);
+    if 2u * w < p.n_kv {
+        v = vec2<f32>(g[2u * w], g[2u * w + 1u]);
+    }
+    return v;
+}
+
+// Word w of the row into the cache: the latent pair normed, or the rope
+// pair rotated.
+fn put_pair(tok: u32, base: u32, w: u32, row_words: u32, v: vec2<f32>, gw: vec2<f32>, scale: f32) {
+    if w < row_words {
+        let e = 2u * w;
+        var o = v * scale * gw;
+        if e >= p.n_kv {
+            let cs = steps[tok].rope[(e - p.n_kv) / 2u].xy;
+            o = vec2<f32>(v.x * cs.x - v.y * cs.y, v.x * cs.y + v.y * cs.x);
+        }
+        cache[base + w] = pack2x16float(o);
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(ids: Ids, @builtin(workgroup_id) wid: vec3<u32>) {
     let tok = wid.x;
     let c0 = tok * (p.n_kv + p.n_rot);
-    var ss = 0.0;
-    for (var i = ids.lid; i < p.n_kv; i += WG) {
-        let v = c_at(c0 + i);
-        ss += v * v;
-    }
-    let scale = inverseSqrt(wg_sum(ss, ids) / f32(p.n_kv) + p.eps);
     let row_words = (p.n_kv + p.n_rot) / 2u;
+    // An invocation's two words (rows are at most 2·WG words: plan::check),
+    // every load issued before the norm's reduction, which waits for one
+    // round of them, not one a word.
+    let w0 = ids.lid;
+    let w1 = ids.lid + WG;
+    let v0 = pair_at(c0, w0, row_words);
+    let v1 = pair_at(c0, w1, row_words);
+    let g0 = g_pair(w0);
+    let g1 = g_pair(w1);
     let base = steps[tok].pos * row_words;
-    for (var w = ids.lid; w < row_words; w += WG) {
-        let e = 2u * w;
-        var v: vec2<f32>;
-        if e < p.n_kv {
-            v = vec2<f32>(c_at(c0 + e), c_at(c0 + e + 1u)) * scale * vec2<f32>(g[e], g[e + 1u]);
-        } else {
-            let a = c_at(c0 + e);
-            let b = c_at(c0 + e + 1u);
-            let cs = steps[tok].rope[(e - p.n_kv) / 2u].xy;
-            v = vec2<f32>(a * cs.x - b * cs.y, a * cs.y + b * cs.x);
-        }
-        cache[base + w] = pack2x16float(v);
-    }
+    let ss = select(0.0, dot(v0, v0), 2u * w0 < p.n_kv) + select(0.0, dot(v1, v1), 2u * w1 < p.n_kv);
+    let scale = inverseSqrt(wg_sum(ss, ids) / f32(p.n_kv) + p.eps);
+    put_pair(tok, base, w0, row_words, v0, g0, scale);
+    put_pair(tok, base, w1, row_words, v1, g1, scale);
 }
