@@ -56,6 +56,12 @@ impl Default for LoadOptions {
     }
 }
 
+/// Decode steps in `Session::warm_up`: on an H200 after the upload, 4
+/// (~145 ms) left `generate -n 256` at 264-269 tok/s and its 24-token
+/// prompt at 204-305; 32 (~290-360 ms) gave 269 and ~800, as 128 did
+/// (docs/perf-journal.md, session 39).
+const WARM_UP_STEPS: usize = 32;
+
 /// The context a session gets when none is asked for: 4096 tokens, or the
 /// model's training context if that is shorter.
 pub fn default_n_ctx(config: &Config) -> usize {
@@ -541,6 +547,34 @@ impl Session {
     /// server makes one per request before a session takes it up.
     pub fn set_cancel_handle(&mut self, handle: CancelHandle) {
         self.cancel = handle;
+    }
+
+    /// Run the model on a throwaway token and forget it, as llama.cpp's
+    /// warm-up does: a one-token prefill and `WARM_UP_STEPS` decode steps,
+    /// so the driver's first-submission work and the GPU's clock ramp after
+    /// the weights' upload happen here, not in the first prompt and tokens
+    /// (without it, on an H200, `glmw generate -n 256` ran at 235 tok/s
+    /// against 269 and its 24-token prompt at 190 against ~800). Only on
+    /// an empty session: it would overwrite the cache.
+    pub fn warm_up(&mut self) -> Result<()> {
+        if !self.history.is_empty() || self.full {
+            return Err(Error::InvalidArgument(
+                "warm_up runs on an empty session (reset it first)".into(),
+            ));
+        }
+        let t0 = Instant::now();
+        let steps = WARM_UP_STEPS.min(self.n_ctx().saturating_sub(1));
+        let result = self
+            .engine
+            .prefill(&[0])
+            .and_then(|_| (0..steps).try_for_each(|_| self.engine.step(0).map(|_| ())));
+        self.engine.reset();
+        result?;
+        log::info!(
+            "warm-up ({steps} steps): {:.0} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(())
     }
 
     /// Forget everything fed and generated; the sampler starts over.

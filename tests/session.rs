@@ -242,3 +242,33 @@ fn memory_counts_weights_cache_and_every_session() {
         "{mb:?} after {m:?}"
     );
 }
+
+#[test]
+fn a_warmed_up_session_generates_what_a_cold_one_does() {
+    let rt = runtime(128);
+    let mut cold = rt.session(greedy()).unwrap();
+    cold.feed_text("the quick brown fox").unwrap();
+    let want: Vec<u32> = cold.tokens(8).map(|t| t.unwrap().id).collect();
+
+    let mut warm = rt.session(greedy()).unwrap();
+    warm.warm_up().unwrap();
+    assert_eq!(warm.pos(), 0, "the warm-up's tokens are forgotten");
+    assert!(warm.history().is_empty());
+    // Nothing is fed by the warm-up: generating still asks for a prompt.
+    assert!(matches!(warm.next_token(), Err(Error::InvalidArgument(_))));
+    warm.feed_text("the quick brown fox").unwrap();
+    let got: Vec<u32> = warm.tokens(8).map(|t| t.unwrap().id).collect();
+    assert_eq!(got, want);
+    // It would overwrite a cache in use: refused, and the session goes on.
+    let held = warm.history().to_vec();
+    assert!(matches!(warm.warm_up(), Err(Error::InvalidArgument(_))));
+    assert_eq!(warm.history(), held.as_slice());
+    assert!(warm.next_token().unwrap().is_some());
+
+    // A context shorter than the warm-up's steps bounds them.
+    let small = runtime(4);
+    let mut s = small.session(greedy()).unwrap();
+    s.warm_up().unwrap();
+    s.feed_text("the").unwrap();
+    assert!(s.next_token().unwrap().is_some());
+}

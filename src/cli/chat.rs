@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::sampling::{n_predict, NPredict, SamplingArgs};
-use super::DeviceArgs;
+use super::{DeviceArgs, WarmupArgs};
 use glmw::chat::{Chat, Stop};
 use glmw::{Error, Result};
 
@@ -60,6 +60,8 @@ pub struct ChatArgs {
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
+    #[command(flatten)]
+    pub warmup: WarmupArgs,
 }
 
 fn io_err(e: std::io::Error) -> Error {
@@ -178,6 +180,7 @@ pub fn chat(a: &ChatArgs) -> Result<()> {
     let load = a.device.load_options("chat", a.ctx)?;
     let rt = super::load_runtime(a.model.as_deref(), load)?;
     let mut session = rt.session(a.sampling.options())?;
+    a.warmup.run(&mut session)?;
     session.set_stop_strings(&a.sampling.stop);
     let mut chat = Chat::new(session, a.system.clone(), !a.no_think)?;
     eprintln!("{}", super::memory::text(chat.session().memory()));

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::json::Json;
 use super::sampling::{n_predict, NPredict, SamplingArgs};
-use super::DeviceArgs;
+use super::{DeviceArgs, WarmupArgs};
 use glmw::session::{Perf, Session, Stop};
 use glmw::ChatMessage;
 use glmw::{Error, Result};
@@ -58,6 +58,8 @@ pub struct GenerateArgs {
     /// Print one JSON record (text, token ids, timings) instead of streaming.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub warmup: WarmupArgs,
 }
 
 /// The prompt text: `--prompt` or the file's contents (`-` is stdin).
@@ -151,6 +153,7 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
     let t_load = Instant::now();
     let rt = super::load_runtime(a.model.as_deref(), load)?;
     let mut s = rt.session(sampling)?;
+    a.warmup.run(&mut s)?;
     let load_s = t_load.elapsed().as_secs_f64();
     s.set_stop_strings(&a.sampling.stop);
     let ids = prompt_ids(a, &rt, &s, &prompt)?;

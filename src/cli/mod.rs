@@ -63,6 +63,25 @@ impl Backend {
     }
 }
 
+/// The warm-up before the first request (generate, chat, serve).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct WarmupArgs {
+    /// Skip the warm-up at load: a throwaway token through the model so
+    /// the first prompt and tokens run at full speed, as llama.cpp's.
+    #[arg(long)]
+    pub no_warmup: bool,
+}
+
+impl WarmupArgs {
+    /// Warm `s` up unless --no-warmup.
+    pub fn run(&self, s: &mut glmw::Session) -> glmw::Result<()> {
+        match self.no_warmup {
+            true => Ok(()),
+            false => s.warm_up(),
+        }
+    }
+}
+
 /// Where a GPU command runs (shared by generate, perplexity and bench).
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct DeviceArgs {

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::sampling::{n_predict, NPredict, SamplingArgs};
-use super::DeviceArgs;
+use super::{DeviceArgs, WarmupArgs};
 use glmw::sample::{Sampler, SamplerOptions};
 use glmw::{CancelHandle, Error, Result, Runtime};
 use openai::{bad, ChatRequest, Common, CompletionRequest, Rejection};
@@ -60,6 +60,8 @@ pub struct ServeArgs {
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub device: DeviceArgs,
+    #[command(flatten)]
+    pub warmup: WarmupArgs,
 }
 
 /// What every handler shares.
@@ -83,7 +85,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     }
     let load = a.device.load_options("serve", a.ctx)?;
     let rt = super::load_runtime(a.model.as_deref(), load)?;
-    let slots = Slots::start(&rt, a.parallel)?;
+    let slots = Slots::start(&rt, a.parallel, a.warmup)?;
     eprintln!("{}", super::memory::text(slots.memory));
     let model = match (&a.alias, &a.model) {
         (Some(name), _) => name.clone(),

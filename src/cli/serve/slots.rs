@@ -10,6 +10,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::openai::Usage;
+use crate::cli::WarmupArgs;
 use glmw::sample::SamplerOptions;
 use glmw::session::Perf;
 use glmw::{CancelHandle, Error, Runtime, Session, Stop};
@@ -45,14 +46,16 @@ pub struct Slots {
 }
 
 impl Slots {
-    /// Open `parallel` sessions over `rt` and start a thread for each.
-    pub fn start(rt: &Runtime, parallel: usize) -> glmw::Result<Slots> {
+    /// Open `parallel` sessions over `rt`, each warmed up (`warmup`), and
+    /// start a thread for each.
+    pub fn start(rt: &Runtime, parallel: usize, warmup: WarmupArgs) -> glmw::Result<Slots> {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let busy = Arc::new(AtomicUsize::new(0));
         let mut memory = None;
         for i in 0..parallel {
-            let session = rt.session(SamplerOptions::default())?;
+            let mut session = rt.session(SamplerOptions::default())?;
+            warmup.run(&mut session)?;
             let m = session.memory();
             memory = Some(glmw::Memory {
                 kv_cache: m.kv_cache * parallel as u64,
