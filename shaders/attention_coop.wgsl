@@ -36,7 +36,10 @@ enable wgpu_cooperative_matrix;
 //            one workgroup per SM nothing else covers it (pp512 @
 //            d16384 +10.6% on an H100; issued before the scores or
 //            halfway through them, +5-7%: registers held through the
-//            scores' query fragments);
+//            scores' query fragments); the rope's vec4s are stored at the
+//            end of the previous tile's values, which read only the
+//            latent columns (the chunk's attention -0.9%, H200, session
+//            39);
 //   scores:  subgroup s multiplies its queries by position block s % 2
 //            of the tile (B, column-major from cs) into its half of `ss`;
 //   softmax: invocations 8r .. 8r + 8 own row r, four positions each: the
@@ -229,11 +232,26 @@ fn put8(at: u32, w: vec4<u32>) {
 // replaced (a row wrap to test at each j) cost pp512 @ d16384 3.6% and
 // tg128 @ d16384 1.5% (H200, session 37). Each store is eight f16 at a
 // multiple of eight.
-fn tile_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32) {
+// With `rope` false the rope's vec4s (j = N_KV / 64: the rope is at
+// most 64 wide) are left out: rope_store put them there already.
+fn tile_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32, rope: bool) {
     let cg = lid % 8u;
     let at = (lid / 8u) * CS + 8u * cg;
     for (var j = 0u; j < PRE; j++) {
-        if in_row(cg, j, row8) {
+        if in_row(cg, j, row8) && (rope || j != N_KV / 64u) {
+            put8(at + 64u * j, v[j]);
+        }
+    }
+}
+
+// The rope's vec4s of tile_load's words into cs. The values read only the
+// latent columns, so this runs at the end of the previous tile's values,
+// off the next tile's staging.
+fn rope_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32) {
+    let cg = lid % 8u;
+    let at = (lid / 8u) * CS + 8u * cg;
+    for (var j = 0u; j < PRE; j++) {
+        if j == N_KV / 64u && in_row(cg, j, row8) {
             put8(at + 64u * j, v[j]);
         }
     }
@@ -473,7 +491,7 @@ fn main(
         // cs is free: the query fragments are loaded, the last tile's
         // values done.
         workgroupBarrier();
-        tile_store(lid, words, row8);
+        tile_store(lid, words, row8, t0 == t_lo);
         workgroupBarrier();
         var acc = MatC();
         acc = sstep(acc, q0, k0, cb);
@@ -580,6 +598,9 @@ fn main(
             o12 = mma(a3, b12, o12);
             o03 = mma(a2, b13, o03);
             o13 = mma(a3, b13, o13);
+        }
+        if t0 + T < t_hi {
+            rope_store(lid, words, row8);
         }
     }
     if c == 0u {
