@@ -3,8 +3,8 @@ enable wgpu_cooperative_matrix;
 
 // Prefill attention on cooperative matrices (tensor cores): MLA over the
 // latent cache in absorbed form, for adapters that offer 16x16x16
-// f16 x f16 -> f32 subgroup matrices and run it in at least 8 subgroups
-// (`ops::attention_coop_fits`). The rows of the products are a chunk's
+// f16 x f16 -> f32 subgroup matrices and run it in 8 subgroups of 32
+// lanes (`ops::attention_coop_fits`). The rows of the products are a chunk's
 // (token, head) pairs, row = token · n_head + head, so every cached row
 // read by a workgroup serves M of them at once, and the positions are the
 // columns:

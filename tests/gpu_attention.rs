@@ -629,7 +629,7 @@ fn prefill_attention_coop_matches_f64_softmax() {
     if !ops::attention_coop_fits(gpu, 16) {
         eprintln!(
             "prefill_attention_coop_matches_f64_softmax skipped: adapter {} offers no 16x16 f16 \
-             cooperative matrix with subgroups of 8 to 32 lanes (lavapipe offers none; the GPU \
+             cooperative matrix with subgroups of exactly 32 lanes (lavapipe offers none; the GPU \
              machine runs it)",
             gpu.info.name
         );

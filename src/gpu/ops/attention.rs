@@ -333,14 +333,15 @@ impl AttentionCoopParams {
 }
 
 /// Whether the prefill runs its attention on attention_coop.wgsl: the
-/// adapter's cooperative matrices (`Caps::coop`), at least the 8 subgroups
-/// the kernel's score blocks need (subgroups of at most 32 lanes) and
-/// 8-lane segments for its softmax, and a rope width `n_rot` its 16-wide k
-/// steps cover.
+/// adapter's cooperative matrices (`Caps::coop`), subgroups of exactly 32
+/// lanes (the kernel's 8 score blocks and 8-lane softmax segments; with
+/// narrower subgroups, subgroups 8 and up would load query fragments past
+/// its workgroup array), and a rope width `n_rot` its 16-wide k steps
+/// cover.
 pub fn attention_coop_fits(gpu: &Gpu, n_rot: usize) -> bool {
     gpu.caps.coop
-        && gpu.info.subgroup_max_size <= 32
-        && gpu.info.subgroup_min_size >= 8
+        && gpu.info.subgroup_max_size == 32
+        && gpu.info.subgroup_min_size == 32
         && n_rot % 16 == 0
 }
 
