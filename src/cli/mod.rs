@@ -66,8 +66,9 @@ impl Backend {
 /// The warm-up before the first request (generate, chat, serve).
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct WarmupArgs {
-    /// Skip the warm-up at load: a throwaway token through the model so
-    /// the first prompt and tokens run at full speed, as llama.cpp's.
+    /// Skip the warm-up at load (a throwaway token through the model, ~0.3 s,
+    /// so the first prompt and tokens run at full speed), as llama.cpp's
+    /// --no-warmup does.
     #[arg(long)]
     pub no_warmup: bool,
 }
