@@ -557,7 +557,7 @@ impl Session {
     /// against 269 and its 24-token prompt at 190 against ~800). Only on
     /// an empty session: it would overwrite the cache.
     pub fn warm_up(&mut self) -> Result<()> {
-        if !self.history.is_empty() || self.full {
+        if !self.history.is_empty() {
             return Err(Error::InvalidArgument(
                 "warm_up runs on an empty session (reset it first)".into(),
             ));

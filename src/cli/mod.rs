@@ -76,10 +76,10 @@ pub struct WarmupArgs {
 impl WarmupArgs {
     /// Warm `s` up unless --no-warmup.
     pub fn run(&self, s: &mut glmw::Session) -> glmw::Result<()> {
-        match self.no_warmup {
-            true => Ok(()),
-            false => s.warm_up(),
+        if self.no_warmup {
+            return Ok(());
         }
+        s.warm_up()
     }
 }
 
