@@ -84,6 +84,7 @@ impl<'a> Source<'a> {
                 self.prelude.caps
                     | Capabilities::COOPERATIVE_MATRIX
                     | Capabilities::SUBGROUP
+                    | Capabilities::SUBGROUP_BARRIER
                     | Capabilities::SHADER_FLOAT16
             }
             false => self.prelude.caps,

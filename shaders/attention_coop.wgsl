@@ -30,16 +30,17 @@ enable wgpu_cooperative_matrix;
 // fragments of its score block (row block (s % 4) / 2, k steps of half
 // s / 4). Per tile of T = 32 positions:
 //   staging: the tile's cache rows go to `cs` with 16-byte loads (PRE
-//            words per invocation, eight invocations a row), loaded
-//            during the previous tile's softmax and values (issued after
-//            its scores are stored), so their latency is hidden: with
-//            one workgroup per SM nothing else covers it (pp512 @
-//            d16384 +10.6% on an H100; issued before the scores or
-//            halfway through them, +5-7%: registers held through the
-//            scores' query fragments); the rope's vec4s are stored at the
-//            end of the previous tile's values, which read only the
-//            latent columns (the chunk's attention -0.9%, H200, session
-//            39);
+//            words per invocation), loaded during the previous tile's
+//            softmax and values (issued after its scores are stored), so
+//            their latency is hidden: with one workgroup per SM nothing
+//            else covers it (pp512 @ d16384 +10.6% on an H100; issued
+//            before the scores or halfway through them, +5-7%: registers
+//            held through the scores' query fragments). Subgroup s
+//            stages the latent columns its own values read (64s ..
+//            64s + 64) and stores the next tile's over them as soon as
+//            its values are done, every invocation one vec4 of the rope:
+//            no workgroup barrier and no phase of its own between one
+//            tile's values and the next one's scores;
 //   scores:  subgroup s multiplies its queries by position block s % 2
 //            of the tile (B, column-major from cs) into its half of `ss`;
 //   softmax: invocations 8r .. 8r + 8 own row r, four positions each: the
@@ -47,7 +48,7 @@ enable wgpu_cooperative_matrix;
 //            the 8 lanes by shuffles, P written to `ps` as f16;
 //   values:  subgroup s (< N_KV / 64) adds P · C[:, 64s .. 64s + 64] into
 //            its 2 × 4 accumulators, C row-major from cs.
-// Five barriers a tile (workgroupUniformLoad is two). The accumulators
+// Four barriers a tile (workgroupUniformLoad is two). The accumulators
 // are opaque, so the running max is lazy: it moves only when a tile's max
 // exceeds it by more than TH (P then stays below 2^TH, well inside f16),
 // and only then are the rows rescaled, through `ss`, in a
@@ -88,10 +89,13 @@ const MAX_ROW: u32 = 576u;
 const CS: u32 = MAX_ROW + 8u;
 // The most k steps of a score half: MAX_ROW / 32, one query fragment each.
 const KH: u32 = 18u;
-// vec4<u32>s (8 cache values) each invocation stages per tile: an eighth
-// of a row of MAX_ROW at most.
+// vec4<u32>s (8 cache values) each invocation stages per tile: 8 of its
+// subgroup's 64 latent columns of T rows (32 lanes), 1 of the rope.
 const PRE: u32 = 9u;
-const_assert 64u * PRE >= MAX_ROW;
+/// host: gpu::ops::MAX_ROPE
+const MAX_ROPE: u32 = 64u;
+const_assert T * 8u == 32u * (PRE - 1u);
+const_assert T * MAX_ROPE / 8u <= WG;
 // f16 per row of ps, the same.
 const PS: u32 = T + 8u;
 // The running max moves when a tile's exceeds it by more than this
@@ -186,26 +190,24 @@ fn tile_base(t0: u32, t_hi: u32) -> u32 {
     return select(t0, end - T, t0 + T > end);
 }
 
-// Whether vec4 cg + 8j of a row (cg < 8) lies in it, row8 vec4s wide:
-// always where the latent alone covers it (N_KV is a pipeline constant,
-// so the test folds away for all but the rope's vec4s). The per-vec4
-// runtime test on all nine cost pp512 @ d16384 2% (H200, session 38).
-fn in_row(cg: u32, j: u32, row8: u32) -> bool {
-    return 8u * j + 8u <= N_KV / 8u || cg + 8u * j < row8;
-}
-
-// This invocation's share of the cache rows of the tile at tb (kvr wide,
-// row8 = kvr / 8 vec4<u32>s a row): row lid / 8 of the tile, its vec4s
-// lid % 8 + 8j (eight invocations a row, WG = 8·T). A row's eight
-// invocations load 128 consecutive bytes at each j.
-fn tile_load(lid: u32, tb: u32, row8: u32) -> array<vec4<u32>, PRE> {
+// This invocation's share of the cache rows of the tile at tb (row8
+// vec4<u32>s a row). Words 0 .. 8: latent column block sg (f16 64·sg ..
+// 64·sg + 64) of rows lane / 8 + 4j, vec4 lane % 8 of the block; subgroup
+// sg alone reads that block in the values, so it can store the next
+// tile's over it as soon as its own values are done. Four rows' 128-byte
+// runs a load. Word 8: the rope's vec4 lid % 8 of row lid / 8 (the rope
+// is at most 64 wide), read only by the scores.
+fn tile_load(lid: u32, sg: u32, lane: u32, tb: u32, row8: u32) -> array<vec4<u32>, PRE> {
     var v: array<vec4<u32>, PRE>;
-    let cg = lid % 8u;
-    let at = (tb + lid / 8u) * row8 + cg;
-    for (var j = 0u; j < PRE; j++) {
-        if in_row(cg, j, row8) {
-            v[j] = cache[at + 8u * j];
+    if 64u * sg < N_KV {
+        let at = (tb + lane / 8u) * row8 + 8u * sg + lane % 8u;
+        for (var j = 0u; j < 8u; j++) {
+            v[j] = cache[at + 4u * row8 * j];
         }
+    }
+    let rc = lid % 8u;
+    if N_KV / 8u + rc < row8 {
+        v[8] = cache[(tb + lid / 8u) * row8 + N_KV / 8u + rc];
     }
     return v;
 }
@@ -226,34 +228,21 @@ fn put8(at: u32, w: vec4<u32>) {
     cs[at + 7u] = f16(d.y);
 }
 
-// tile_load's words into cs: vec4 lid % 8 + 8j of row lid / 8 goes to f16
-// (lid / 8)·CS + 8·(lid % 8) + 64j, a base and a constant step, so the
-// stores take no address arithmetic. The walk over vec4 lid + WG·j this
-// replaced (a row wrap to test at each j) cost pp512 @ d16384 3.6% and
-// tg128 @ d16384 1.5% (H200, session 37). Each store is eight f16 at a
-// multiple of eight.
-// With `rope` false the rope's vec4s (j = N_KV / 64: the rope is at
-// most 64 wide) are left out: rope_store put them there already.
-fn tile_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32, rope: bool) {
-    let cg = lid % 8u;
-    let at = (lid / 8u) * CS + 8u * cg;
-    for (var j = 0u; j < PRE; j++) {
-        if in_row(cg, j, row8) && (rope || j != N_KV / 64u) {
-            put8(at + 64u * j, v[j]);
+// tile_load's words into cs, each eight f16 at a multiple of eight:
+// latent word j to row lane / 8 + 4j, f16 64·sg + 8·(lane % 8), a base
+// and a constant step (no address arithmetic a store: the walk this
+// replaced cost pp512 @ d16384 3.6%, H200, session 37), and the rope's
+// word to its place in row lid / 8.
+fn tile_store(lid: u32, sg: u32, lane: u32, v: array<vec4<u32>, PRE>, row8: u32) {
+    if 64u * sg < N_KV {
+        let at = (lane / 8u) * CS + 64u * sg + 8u * (lane % 8u);
+        for (var j = 0u; j < 8u; j++) {
+            put8(at + 4u * CS * j, v[j]);
         }
     }
-}
-
-// The rope's vec4s of tile_load's words into cs. The values read only the
-// latent columns, so this runs at the end of the previous tile's values,
-// off the next tile's staging.
-fn rope_store(lid: u32, v: array<vec4<u32>, PRE>, row8: u32) {
-    let cg = lid % 8u;
-    let at = (lid / 8u) * CS + 8u * cg;
-    for (var j = 0u; j < PRE; j++) {
-        if j == N_KV / 64u && in_row(cg, j, row8) {
-            put8(at + 64u * j, v[j]);
-        }
+    let rc = lid % 8u;
+    if N_KV / 8u + rc < row8 {
+        put8((lid / 8u) * CS + N_KV + 8u * rc, v[8]);
     }
 }
 
@@ -485,13 +474,14 @@ fn main(
     let q17 = qload(rb, k0 + 17u);
     let row8 = kvr / 8u;
     let cb = pb * 16u * CS;
-    var words = tile_load(lid, tile_base(t_lo, t_hi), row8);
+    var words = tile_load(lid, sg, lane, tile_base(t_lo, t_hi), row8);
+    // cs is free once every subgroup holds its query fragments.
+    workgroupBarrier();
+    tile_store(lid, sg, lane, words, row8);
     for (var t0 = t_lo; t0 < t_hi; t0 += T) {
         let tb = tile_base(t0, t_hi);
-        // cs is free: the query fragments are loaded, the last tile's
-        // values done.
-        workgroupBarrier();
-        tile_store(lid, words, row8, t0 == t_lo);
+        // The tile is in cs: stored above or at the end of the last
+        // tile's values.
         workgroupBarrier();
         var acc = MatC();
         acc = sstep(acc, q0, k0, cb);
@@ -517,7 +507,7 @@ fn main(
         }
         // The next tile's words, in flight through the softmax and values.
         if t0 + T < t_hi {
-            words = tile_load(lid, tile_base(t0 + T, t_hi), row8);
+            words = tile_load(lid, sg, lane, tile_base(t0 + T, t_hi), row8);
         }
         workgroupBarrier();
         let i = r * T + 4u * c;
@@ -599,8 +589,13 @@ fn main(
             o03 = mma(a2, b13, o03);
             o13 = mma(a3, b13, o13);
         }
+        // The next tile over this one, with no workgroup barrier: the
+        // latent block sg was read only by this subgroup's values (its
+        // fragment loads are done once the subgroup is past its barrier),
+        // the rope only by the scores, before the softmax's barrier.
         if t0 + T < t_hi {
-            rope_store(lid, words, row8);
+            subgroupBarrier();
+            tile_store(lid, sg, lane, words, row8);
         }
     }
     if c == 0u {

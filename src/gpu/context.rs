@@ -133,6 +133,7 @@ pub fn list_adapters(backend: BackendChoice) -> Vec<wgpu::AdapterInfo> {
 fn coop_16x16_f16(adapter: &wgpu::Adapter) -> bool {
     let need = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
         | wgpu::Features::SUBGROUP
+        | wgpu::Features::SUBGROUP_BARRIER
         | wgpu::Features::SHADER_F16;
     // attention_coop.wgsl's workgroup arrays take 48272 bytes (queries,
     // then cache rows 37376; scores 8192; probabilities 2560; row factors
@@ -222,7 +223,10 @@ impl Gpu {
         let coop = coop_16x16_f16(&adapter) && !opts.no_coopmat;
         let mut features = have & want;
         if coop {
-            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // attention_coop.wgsl's subgroups hand their staged columns
+            // over with subgroupBarrier.
+            features |=
+                wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP_BARRIER;
         }
         let limits = adapter.limits();
         if limits.max_compute_invocations_per_workgroup < 256
