@@ -386,10 +386,9 @@ impl<'a> Engine<'a> {
             let n = chunk.len();
             let ch = self.write_chunk(chunk)?;
             let (pf, head) = (&self.prefill, self.head.as_ref().expect("built above"));
-            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            let mut enc = self.record_chunk(ch);
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
-                pf.record(&mut pass, ch);
                 pf.record_head(head, &mut pass, ch);
             }
             let bytes = (4 * n * n_vocab) as u64;
@@ -458,11 +457,7 @@ impl<'a> Engine<'a> {
             let n = chunk.len() as u32;
             let ch = self.write_chunk(chunk)?;
             let pf = &self.prefill;
-            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = enc.begin_compute_pass(&Default::default());
-                pf.record(&mut pass, ch);
-            }
+            let mut enc = self.record_chunk(ch);
             if i + 1 == chunks.len() {
                 let last = 4 * n_embd * (n as u64 - 1);
                 enc.copy_buffer_to_buffer(&pf.x, last, &self.plan.io.x, 0, 4 * n_embd);
@@ -491,6 +486,25 @@ impl<'a> Engine<'a> {
             ));
         }
         self.check_tokens(tokens)
+    }
+
+    /// Record chunk `ch`'s layer stack: its first part submitted at once
+    /// (the GPU starts while the host records on), the rest into the
+    /// encoder returned, for the caller to add to and submit.
+    fn record_chunk(&self, ch: prefill::Chunk) -> wgpu::CommandEncoder {
+        let pf = &self.prefill;
+        let mut first = self.gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = first.begin_compute_pass(&Default::default());
+            pf.record(&mut pass, ch, 0);
+        }
+        self.gpu.queue.submit([first.finish()]);
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pf.record(&mut pass, ch, 1);
+        }
+        enc
     }
 
     /// Upload a prefill chunk's token ids, step records and tables; the

@@ -46,6 +46,18 @@ use crate::model::{Config, Model};
 use buffers::{Acts, Splits, Uniforms};
 use matmul::Mm;
 
+/// A chunk's first submission holds this fraction of its ops, at least
+/// one (`Prefill::record`'s part 0). Recording costs the host ~3 µs a
+/// dispatch, ~2.5 ms for a 512-token chunk's ~890, and a chunk submitted
+/// whole leaves the GPU idle for all of it at the start of every prefill.
+/// The first sixteenth (~56 ops: the dense block and about three MoE
+/// blocks) keeps an H200 busy for ~3.5 ms at 512 tokens, longer than
+/// recording the rest takes, so that recording is hidden; a second command
+/// buffer costs the GPU ~50 µs (journal, session 35). H200, session 40:
+/// pp512 +5.5%, @ d16384 +2.2%, `--no-coopmat` +1.5%; a thirty-second
+/// gained less at 512 tokens.
+const FIRST_PART_DIV: usize = 16;
+
 /// How one dimension of a dispatch's grid follows the chunk's token count.
 #[derive(Clone, Copy)]
 enum Dim {
@@ -234,9 +246,17 @@ impl Prefill {
         }
     }
 
-    /// Record the layer stack for `chunk` (after `write_chunk`).
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, chunk: Chunk) {
-        for op in &self.ops {
+    /// Record part `part` of the layer stack for `chunk` (after
+    /// `write_chunk`): part 0 is the first sixteenth of the ops
+    /// (`FIRST_PART_DIV`), part 1 the rest. Submit part 0 on its own and
+    /// the GPU starts on it while the host records part 1.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, chunk: Chunk, part: usize) {
+        let k = self.ops.len().div_ceil(FIRST_PART_DIV);
+        let ops = match part {
+            0 => &self.ops[..k],
+            _ => &self.ops[k..],
+        };
+        for op in ops {
             self.record_one(op, pass, chunk);
         }
     }
