@@ -50,7 +50,7 @@ use matmul::Mm;
 /// one (`Prefill::record`'s part 0). Recording costs the host ~3 µs a
 /// dispatch, ~2.5 ms for a 512-token chunk's ~890, and a chunk submitted
 /// whole leaves the GPU idle for all of it at the start of every prefill.
-/// The first sixteenth (~56 ops: the dense block and about three MoE
+/// The first sixteenth (~60 ops: the dense block and two to three MoE
 /// blocks) keeps an H200 busy for ~3.5 ms at 512 tokens, longer than
 /// recording the rest takes, so that recording is hidden; a second command
 /// buffer costs the GPU ~50 µs (journal, session 35). H200, session 40:
