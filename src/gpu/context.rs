@@ -198,68 +198,101 @@ fn coop_configs(adapter: &wgpu::Adapter) -> Vec<String> {
         .collect()
 }
 
+/// The high-performance adapter of `backend`.
+fn find_adapter(backend: BackendChoice) -> Result<wgpu::Adapter> {
+    let inst = instance(backend);
+    pollster::block_on(inst.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        force_fallback_adapter: false,
+        compatible_surface: None,
+        apply_limit_buckets: false,
+    }))
+    .map_err(|e| {
+        Error::Gpu(format!(
+            "no GPU adapter for backend {backend:?} ({e}); {INSTALL_HINT}"
+        ))
+    })
+}
+
+/// The features glmw asks of `adapter`, and whether the prefill runs on
+/// cooperative matrices.
+fn choose_features(adapter: &wgpu::Adapter, opts: &GpuOptions) -> (wgpu::Features, bool) {
+    let want = wgpu::Features::SUBGROUP
+        | wgpu::Features::SHADER_F16
+        | wgpu::Features::TIMESTAMP_QUERY
+        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+    let coop = coop_16x16_f16(adapter) && !opts.no_coopmat;
+    let mut features = adapter.features() & want;
+    if coop {
+        // attention_coop.wgsl's subgroups hand their staged columns
+        // over with subgroupBarrier.
+        features |=
+            wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP_BARRIER;
+    }
+    (features, coop)
+}
+
+/// The workgroup size and memory every kernel needs.
+fn check_limits(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -> Result<()> {
+    if limits.max_compute_invocations_per_workgroup < 256
+        || limits.max_compute_workgroup_storage_size < 16384
+    {
+        return Err(Error::Gpu(format!(
+            "adapter {} allows {} invocations and {} bytes of shared memory per workgroup; glmw needs 256 and 16384",
+            info.name, limits.max_compute_invocations_per_workgroup, limits.max_compute_workgroup_storage_size
+        )));
+    }
+    Ok(())
+}
+
+/// Open the device with `features` and all of the adapter's limits.
+fn open_device(
+    adapter: &wgpu::Adapter,
+    info: &wgpu::AdapterInfo,
+    features: wgpu::Features,
+    coop: bool,
+) -> Result<(wgpu::Device, wgpu::Queue)> {
+    pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("glmw"),
+        required_features: features,
+        required_limits: adapter.limits(),
+        // SAFETY: wgpu marks cooperative matrices experimental; they are
+        // requested only where the adapter reports the configuration
+        // matmul_coop.wgsl uses, and tests/gpu_matmul.rs checks it
+        // against the f64 oracle on such adapters.
+        experimental_features: match coop {
+            true => unsafe { wgpu::ExperimentalFeatures::enabled() },
+            false => wgpu::ExperimentalFeatures::disabled(),
+        },
+        ..Default::default()
+    }))
+    .map_err(|e| Error::Gpu(format!("could not open device {}: {e}", info.name)))
+}
+
+/// Keep the device's first uncaptured error (and log every one) for
+/// `Gpu` to turn into an `Error`.
+fn capture_errors(device: &wgpu::Device) -> Arc<Mutex<Option<String>>> {
+    let uncaptured = Arc::new(Mutex::new(None));
+    let slot = uncaptured.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        log::error!("gpu: {e}");
+        if let Ok(mut s) = slot.lock() {
+            s.get_or_insert_with(|| e.to_string());
+        }
+    }));
+    uncaptured
+}
+
 impl Gpu {
     pub fn new(opts: GpuOptions) -> Result<Gpu> {
-        let inst = instance(opts.backend);
-        let adapter = pollster::block_on(inst.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            force_fallback_adapter: false,
-            compatible_surface: None,
-            apply_limit_buckets: false,
-        }))
-        .map_err(|e| {
-            Error::Gpu(format!(
-                "no GPU adapter for backend {:?} ({e}); {INSTALL_HINT}",
-                opts.backend
-            ))
-        })?;
+        let adapter = find_adapter(opts.backend)?;
         let info = adapter.get_info();
-        let have = adapter.features();
-        let want = wgpu::Features::SUBGROUP
-            | wgpu::Features::SHADER_F16
-            | wgpu::Features::TIMESTAMP_QUERY
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
-        let coop = coop_16x16_f16(&adapter) && !opts.no_coopmat;
-        let mut features = have & want;
-        if coop {
-            // attention_coop.wgsl's subgroups hand their staged columns
-            // over with subgroupBarrier.
-            features |=
-                wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP_BARRIER;
-        }
+        let (features, coop) = choose_features(&adapter, &opts);
         let limits = adapter.limits();
-        if limits.max_compute_invocations_per_workgroup < 256
-            || limits.max_compute_workgroup_storage_size < 16384
-        {
-            return Err(Error::Gpu(format!(
-                "adapter {} allows {} invocations and {} bytes of shared memory per workgroup; glmw needs 256 and 16384",
-                info.name, limits.max_compute_invocations_per_workgroup, limits.max_compute_workgroup_storage_size
-            )));
-        }
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("glmw"),
-            required_features: features,
-            required_limits: limits.clone(),
-            // SAFETY: wgpu marks cooperative matrices experimental; they are
-            // requested only where the adapter reports the configuration
-            // matmul_coop.wgsl uses, and tests/gpu_matmul.rs checks it
-            // against the f64 oracle on such adapters.
-            experimental_features: match coop {
-                true => unsafe { wgpu::ExperimentalFeatures::enabled() },
-                false => wgpu::ExperimentalFeatures::disabled(),
-            },
-            ..Default::default()
-        }))
-        .map_err(|e| Error::Gpu(format!("could not open device {}: {e}", info.name)))?;
-        let uncaptured = Arc::new(Mutex::new(None));
-        let slot = uncaptured.clone();
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            log::error!("gpu: {e}");
-            if let Ok(mut s) = slot.lock() {
-                s.get_or_insert_with(|| e.to_string());
-            }
-        }));
+        check_limits(&info, &limits)?;
+        let (device, queue) = open_device(&adapter, &info, features, coop)?;
+        let uncaptured = capture_errors(&device);
         let has_subgroups = features.contains(wgpu::Features::SUBGROUP);
         let caps = Caps {
             variant: if has_subgroups && !opts.no_subgroups {
