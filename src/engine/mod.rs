@@ -488,21 +488,24 @@ impl<'a> Engine<'a> {
         self.check_tokens(tokens)
     }
 
-    /// Record chunk `ch`'s layer stack: its first part submitted at once
-    /// (the GPU starts while the host records on), the rest into the
-    /// encoder returned, for the caller to add to and submit.
+    /// Record chunk `ch`'s layer stack: every part but the last submitted
+    /// as soon as it is recorded (the GPU runs it while the host records
+    /// on), the last into the encoder returned, for the caller to add to
+    /// and submit.
     fn record_chunk(&self, ch: prefill::Chunk) -> wgpu::CommandEncoder {
         let pf = &self.prefill;
-        let mut first = self.gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = first.begin_compute_pass(&Default::default());
-            pf.record(&mut pass, ch, 0);
+        for part in 0..prefill::PARTS - 1 {
+            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pf.record(&mut pass, ch, part);
+            }
+            self.gpu.queue.submit([enc.finish()]);
         }
-        self.gpu.queue.submit([first.finish()]);
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            pf.record(&mut pass, ch, 1);
+            pf.record(&mut pass, ch, prefill::PARTS - 1);
         }
         enc
     }

@@ -46,17 +46,24 @@ use crate::model::{Config, Model};
 use buffers::{Acts, Splits, Uniforms};
 use matmul::Mm;
 
-/// A chunk's first submission holds this fraction of its ops, at least
-/// one (`Prefill::record`'s part 0). Recording costs the host ~3 µs a
-/// dispatch, ~2.5 ms for a 512-token chunk's ~890, and a chunk submitted
-/// whole leaves the GPU idle for all of it at the start of every prefill.
-/// The first sixteenth (~60 ops: the dense block and two to three MoE
-/// blocks) keeps an H200 busy for ~3.5 ms at 512 tokens, longer than
-/// recording the rest takes, so that recording is hidden; a second command
-/// buffer costs the GPU ~50 µs (journal, session 35). H200, session 40:
-/// pp512 +5.5%, @ d16384 +2.2%, `--no-coopmat` +1.5%; a thirty-second
-/// gained less at 512 tokens.
-const FIRST_PART_DIV: usize = 16;
+/// A chunk is submitted in three command buffers: the ops before
+/// len / PART_DIVS[0], then those before len / PART_DIVS[1], then the
+/// rest (`Prefill::record`'s parts; each at least one op where there are
+/// three). Recording costs the host ~3 µs a dispatch, ~2.5 ms for a
+/// 512-token chunk's ~890, and a chunk submitted whole leaves the GPU idle
+/// for all of it at the start of every prefill. The first sixteenth (~60
+/// ops: the dense block and two to three MoE blocks) keeps an H200 busy
+/// for ~3.5 ms at 512 tokens, longer than recording the rest takes; a
+/// command buffer costs the GPU ~50 µs (journal, session 35). H200,
+/// session 40, two parts (1/16, the rest): pp512 +5.5%, @ d16384 +2.2%,
+/// `--no-coopmat` +1.5%; a thirty-second gained less at 512 tokens. A
+/// short prompt's ops take the GPU less time each, so the first part ends
+/// before the rest is recorded; three parts (1/32, 1/8, the rest), session
+/// 41: pp32 +5%, @ d4096 +3%, pp128 +2.7%, pp512 equal.
+const PART_DIVS: [usize; 2] = [32, 8];
+
+/// Command buffers a chunk is submitted in.
+pub const PARTS: usize = PART_DIVS.len() + 1;
 
 /// How one dimension of a dispatch's grid follows the chunk's token count.
 #[derive(Clone, Copy)]
@@ -246,16 +253,15 @@ impl Prefill {
         }
     }
 
-    /// Record part `part` of the layer stack for `chunk` (after
-    /// `write_chunk`): part 0 is the first sixteenth of the ops
-    /// (`FIRST_PART_DIV`), part 1 the rest. Submit part 0 on its own and
-    /// the GPU starts on it while the host records part 1.
+    /// Record part `part` (< PARTS) of the layer stack for `chunk` (after
+    /// `write_chunk`): the ops between `PART_DIVS`' cuts. Submit each part
+    /// but the last on its own, so the GPU runs it while the host records
+    /// the next.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, chunk: Chunk, part: usize) {
-        let k = self.ops.len().div_ceil(FIRST_PART_DIV);
-        let ops = match part {
-            0 => &self.ops[..k],
-            _ => &self.ops[k..],
-        };
+        let n = self.ops.len();
+        let end = |i: usize| PART_DIVS.get(i).map_or(n, |d| n.div_ceil(*d));
+        let start = if part == 0 { 0 } else { end(part - 1) };
+        let ops = &self.ops[start..end(part)];
         for op in ops {
             self.record_one(op, pass, chunk);
         }
