@@ -268,6 +268,29 @@ fn steps_queued_ahead_match_plain_steps() {
     }
 }
 
+/// An engine dropped with a step queued ahead (never read back) leaves no
+/// work on the GPU: a process that exits right after must not tear the
+/// driver down under running work (Mesa's lavapipe aborted a test binary
+/// at exit with "double free or corruption"). Its own device, so no other
+/// test's work is in its queue.
+#[test]
+fn an_engine_dropped_with_a_step_queued_ahead_leaves_the_gpu_idle() {
+    let gpu = glmw::gpu::Gpu::new(Default::default()).unwrap();
+    let opts = EngineOptions {
+        n_ctx: 64,
+        candidates: 1,
+        ..Default::default()
+    };
+    let mut e = Engine::load(common::tiny(), &gpu, opts, &mut |_, _| {}).unwrap();
+    let mut next = e.prefill(&[1, 17, 300, 42]).unwrap()[0].0;
+    for _ in 0..8 {
+        next = e.step_ahead(next, Pick::First).unwrap()[0].0;
+    }
+    drop(e);
+    let status = gpu.device.poll(wgpu::PollType::Poll).unwrap();
+    assert!(status.is_queue_empty(), "work left on the GPU: {status:?}");
+}
+
 /// Sampled decoding queued ahead (the GPU samples the next token with the
 /// uniform the host's sampler will draw: pick.wgsl) gives the tokens of
 /// plain steps with the same seed, and most steps come from the queue.

@@ -177,6 +177,17 @@ pub struct Engine<'a> {
     host: HostTimes,
 }
 
+impl Drop for Engine<'_> {
+    /// Let the GPU finish what this engine queued (a step queued ahead is
+    /// never read back) before its buffers go: a process that exits right
+    /// after would otherwise tear the driver down under running work, which
+    /// Mesa's lavapipe answered with "double free or corruption" at a test
+    /// binary's exit.
+    fn drop(&mut self) {
+        self.gpu.idle();
+    }
+}
+
 impl<'a> Engine<'a> {
     /// Upload `model` and build the plan. `progress(done, total)` is called
     /// as weight bytes go up.

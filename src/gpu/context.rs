@@ -362,6 +362,19 @@ impl Gpu {
         self.wait_for(None)
     }
 
+    /// Block until the GPU has finished all submitted work, leaving any
+    /// error the device reported for the next `wait` (a dropped engine's
+    /// last act; its error, if any, is the next user's to see).
+    pub fn idle(&self) {
+        let poll = wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: None,
+        };
+        if let Err(e) = self.device.poll(poll) {
+            log::warn!("waiting for the GPU to go idle: {e}");
+        }
+    }
+
     /// `wait` for submission `index` only (`None`: the latest).
     pub fn wait_for(&self, index: Option<wgpu::SubmissionIndex>) -> Result<()> {
         let poll = wgpu::PollType::Wait {
