@@ -504,21 +504,18 @@ impl<'a> Engine<'a> {
     /// on), the last into the encoder returned, for the caller to add to
     /// and submit.
     fn record_chunk(&self, ch: prefill::Chunk) -> wgpu::CommandEncoder {
-        let pf = &self.prefill;
-        for part in 0..prefill::PARTS - 1 {
+        let encode = |part| {
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
-                pf.record(&mut pass, ch, part);
+                self.prefill.record(&mut pass, ch, part);
             }
-            self.gpu.queue.submit([enc.finish()]);
+            enc
+        };
+        for part in 0..prefill::PARTS - 1 {
+            self.gpu.queue.submit([encode(part).finish()]);
         }
-        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pf.record(&mut pass, ch, prefill::PARTS - 1);
-        }
-        enc
+        encode(prefill::PARTS - 1)
     }
 
     /// Upload a prefill chunk's token ids, step records and tables; the

@@ -366,23 +366,26 @@ impl Gpu {
     /// error the device reported for the next `wait` (a dropped engine's
     /// last act; its error, if any, is the next user's to see).
     pub fn idle(&self) {
-        let poll = wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: None,
-        };
-        if let Err(e) = self.device.poll(poll) {
+        if let Err(e) = self.block_on(None) {
             log::warn!("waiting for the GPU to go idle: {e}");
         }
     }
 
-    /// `wait` for submission `index` only (`None`: the latest).
-    pub fn wait_for(&self, index: Option<wgpu::SubmissionIndex>) -> Result<()> {
+    /// Block until submission `index` (`None`: the latest) is done.
+    fn block_on(
+        &self,
+        index: Option<wgpu::SubmissionIndex>,
+    ) -> std::result::Result<(), wgpu::PollError> {
         let poll = wgpu::PollType::Wait {
             submission_index: index,
             timeout: None,
         };
-        self.device
-            .poll(poll)
+        self.device.poll(poll).map(|_| ())
+    }
+
+    /// `wait` for submission `index` only (`None`: the latest).
+    pub fn wait_for(&self, index: Option<wgpu::SubmissionIndex>) -> Result<()> {
+        self.block_on(index)
             .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
         let taken = self.uncaptured.lock().ok().and_then(|mut s| s.take());
         match taken {
